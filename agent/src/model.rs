@@ -1,0 +1,369 @@
+//! The model file and pure-Rust inference.
+//!
+//! A model is one safetensors file, the same bytes everywhere: what the manager
+//! publishes, what workers load, what the dashboard offers for download, and what
+//! PyTorch loads (`safetensors.torch.load_file` gives a `state_dict` for a module with
+//! `nn.Linear` attributes named as in [`TENSORS`]). Network (the paper's Dueling DQN):
+//!
+//! ```text
+//! state (27) ─ shared 128, ReLU ─┬─ value_hidden 512, ReLU ─ value 1 ──────────┐
+//!                                └─ advantage_hidden 512, ReLU ─ advantage A ─ Q = V + A - mean(A)
+//! ```
+//!
+//! Metadata (all strings, as safetensors requires): `format` = "shine-dueling-dqn",
+//! `format_version`, `state_dim`, `action_set`, `action_count`, `layers`
+//! ("27,128,512"), `model_version`, `train_step`.
+//!
+//! [`QNet::forward`] is batched: one call computes Q for every environment that needs
+//! an action this frame, with `matrixmultiply`'s SIMD sgemm and buffers reused across
+//! calls (no allocation per decision).
+
+use crate::state::STATE_DIM;
+use std::collections::HashMap;
+use thiserror::Error;
+
+pub const FORMAT: &str = "shine-dueling-dqn";
+pub const FORMAT_VERSION: u32 = 1;
+pub const SHARED: usize = 128;
+pub const STREAM: usize = 512;
+
+/// Tensor names, as PyTorch's `state_dict` names them.
+pub const TENSORS: [&str; 10] = [
+    "shared.weight",
+    "shared.bias",
+    "value_hidden.weight",
+    "value_hidden.bias",
+    "value.weight",
+    "value.bias",
+    "advantage_hidden.weight",
+    "advantage_hidden.bias",
+    "advantage.weight",
+    "advantage.bias",
+];
+
+/// The file's metadata.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelMeta {
+    pub action_set: String,
+    pub action_count: usize,
+    pub shared: usize,
+    pub stream: usize,
+    pub model_version: u64,
+    pub train_step: u64,
+}
+
+impl ModelMeta {
+    pub fn new(action_set: &str, action_count: usize) -> Self {
+        ModelMeta { action_set: action_set.into(), action_count, shared: SHARED, stream: STREAM, model_version: 0, train_step: 0 }
+    }
+
+    /// `[out, in]` shape of each tensor in [`TENSORS`] order (biases are `[out]`).
+    pub fn shapes(&self) -> [Vec<usize>; 10] {
+        let (h, s, a) = (self.shared, self.stream, self.action_count);
+        [vec![h, STATE_DIM], vec![h], vec![s, h], vec![s], vec![1, s], vec![1], vec![s, h], vec![s], vec![a, s], vec![a]]
+    }
+
+    fn to_map(&self) -> HashMap<String, String> {
+        [
+            ("format", FORMAT.to_string()),
+            ("format_version", FORMAT_VERSION.to_string()),
+            ("state_dim", STATE_DIM.to_string()),
+            ("action_set", self.action_set.clone()),
+            ("action_count", self.action_count.to_string()),
+            ("layers", format!("{STATE_DIM},{},{}", self.shared, self.stream)),
+            ("model_version", self.model_version.to_string()),
+            ("train_step", self.train_step.to_string()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
+    }
+
+    fn from_map(m: &HashMap<String, String>) -> Result<Self, ModelError> {
+        let get = |k: &str| m.get(k).ok_or_else(|| ModelError::Metadata(format!("missing key {k:?}")));
+        let num = |k: &str| -> Result<u64, ModelError> {
+            get(k)?.parse().map_err(|_| ModelError::Metadata(format!("{k:?} is not a number")))
+        };
+        if get("format")? != FORMAT {
+            return Err(ModelError::Metadata(format!("format is {:?}, expected {FORMAT:?}", m["format"])));
+        }
+        if num("format_version")? != FORMAT_VERSION as u64 {
+            return Err(ModelError::Metadata(format!("format_version {} is not supported (expected {FORMAT_VERSION})", m["format_version"])));
+        }
+        if num("state_dim")? != STATE_DIM as u64 {
+            return Err(ModelError::Metadata(format!("state_dim {} does not match {STATE_DIM}", m["state_dim"])));
+        }
+        let layers: Vec<usize> = get("layers")?.split(',').map(|s| s.trim().parse()).collect::<Result<_, _>>().map_err(|_| ModelError::Metadata("layers is not a list of numbers".into()))?;
+        let [_, shared, stream] = layers[..] else {
+            return Err(ModelError::Metadata(format!("layers {layers:?} must be [state, shared, stream]")));
+        };
+        let action_count = num("action_count")? as usize;
+        if action_count == 0 || action_count > 4096 || shared == 0 || stream == 0 || shared > 65536 || stream > 65536 {
+            return Err(ModelError::Metadata("layer sizes out of range".into()));
+        }
+        Ok(ModelMeta {
+            action_set: get("action_set")?.clone(),
+            action_count,
+            shared,
+            stream,
+            model_version: num("model_version")?,
+            train_step: num("train_step")?,
+        })
+    }
+}
+
+#[derive(Debug, Error)]
+pub enum ModelError {
+    #[error("not a safetensors file: {0}")]
+    Safetensors(String),
+    #[error("model metadata: {0}")]
+    Metadata(String),
+    #[error("tensor {name}: {problem}")]
+    Tensor { name: String, problem: String },
+}
+
+/// Serialize weights (in [`TENSORS`] order, row-major f32) with `meta` as a model file.
+pub fn save(meta: &ModelMeta, weights: &[Vec<f32>]) -> Result<Vec<u8>, ModelError> {
+    use safetensors::tensor::{Dtype, TensorView};
+    let shapes = meta.shapes();
+    if weights.len() != TENSORS.len() {
+        return Err(ModelError::Metadata(format!("{} tensors given, {} expected", weights.len(), TENSORS.len())));
+    }
+    let bytes: Vec<Vec<u8>> = weights.iter().map(|w| w.iter().flat_map(|v| v.to_le_bytes()).collect()).collect();
+    let mut views = Vec::new();
+    for ((name, shape), b) in TENSORS.iter().zip(shapes.iter()).zip(bytes.iter()) {
+        let view = TensorView::new(Dtype::F32, shape.clone(), b).map_err(|e| ModelError::Tensor { name: name.to_string(), problem: e.to_string() })?;
+        views.push((name.to_string(), view));
+    }
+    safetensors::serialize(views, Some(meta.to_map())).map_err(|e| ModelError::Safetensors(e.to_string()))
+}
+
+/// A dense layer, weights `[out, in]` row-major as PyTorch stores them.
+#[derive(Clone)]
+struct Dense {
+    w: Vec<f32>,
+    b: Vec<f32>,
+    n_in: usize,
+    n_out: usize,
+}
+
+impl Dense {
+    /// `y[n, out] = x[n, in] . w^T + b`, then ReLU if asked.
+    fn forward(&self, x: &[f32], n: usize, y: &mut [f32], relu: bool) {
+        debug_assert!(x.len() >= n * self.n_in && y.len() >= n * self.n_out);
+        // Bias first, then accumulate the product onto it (beta = 1).
+        for row in y[..n * self.n_out].chunks_exact_mut(self.n_out) {
+            row.copy_from_slice(&self.b);
+        }
+        // SAFETY: the pointers and strides describe x (n x in, row-major), w read as its
+        // transpose (in x out: row stride 1, column stride in) and y (n x out), all of
+        // which are in bounds by the lengths checked above and the layer's shapes.
+        unsafe {
+            matrixmultiply::sgemm(
+                n,
+                self.n_in,
+                self.n_out,
+                1.0,
+                x.as_ptr(),
+                self.n_in as isize,
+                1,
+                self.w.as_ptr(),
+                1,
+                self.n_in as isize,
+                1.0,
+                y.as_mut_ptr(),
+                self.n_out as isize,
+                1,
+            );
+        }
+        if relu {
+            for v in &mut y[..n * self.n_out] {
+                *v = v.max(0.0);
+            }
+        }
+    }
+}
+
+/// The Dueling DQN for inference on the CPU, without libtorch.
+#[derive(Clone)]
+pub struct QNet {
+    meta: ModelMeta,
+    shared: Dense,
+    value_hidden: Dense,
+    value: Dense,
+    advantage_hidden: Dense,
+    advantage: Dense,
+}
+
+/// Reusable activations for [`QNet::forward`]; grows to the largest batch seen.
+#[derive(Default)]
+pub struct Scratch {
+    h: Vec<f32>,
+    vh: Vec<f32>,
+    ah: Vec<f32>,
+    v: Vec<f32>,
+}
+
+impl QNet {
+    /// Load and check a model file (every tensor present, shapes as the metadata says,
+    /// f32, finite).
+    pub fn load(bytes: &[u8]) -> Result<QNet, ModelError> {
+        let (_, header) = safetensors::SafeTensors::read_metadata(bytes).map_err(|e| ModelError::Safetensors(e.to_string()))?;
+        let meta = ModelMeta::from_map(header.metadata().as_ref().ok_or_else(|| ModelError::Metadata("no metadata".into()))?)?;
+        let st = safetensors::SafeTensors::deserialize(bytes).map_err(|e| ModelError::Safetensors(e.to_string()))?;
+        let shapes = meta.shapes();
+        let mut t = Vec::with_capacity(TENSORS.len());
+        for (name, shape) in TENSORS.iter().zip(shapes.iter()) {
+            let bad = |problem: String| ModelError::Tensor { name: name.to_string(), problem };
+            let view = st.tensor(name).map_err(|_| bad("missing".into()))?;
+            if view.dtype() != safetensors::Dtype::F32 {
+                return Err(bad(format!("dtype {:?}, expected F32", view.dtype())));
+            }
+            if view.shape() != shape.as_slice() {
+                return Err(bad(format!("shape {:?}, expected {:?}", view.shape(), shape)));
+            }
+            let v: Vec<f32> = view.data().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+            if v.iter().any(|x| !x.is_finite()) {
+                return Err(bad("holds NaN or infinity".into()));
+            }
+            t.push(v);
+        }
+        let mut t = t.into_iter();
+        let mut dense = |n_in, n_out| Dense { w: t.next().unwrap(), b: t.next().unwrap(), n_in, n_out };
+        let (h, s, a) = (meta.shared, meta.stream, meta.action_count);
+        Ok(QNet {
+            shared: dense(STATE_DIM, h),
+            value_hidden: dense(h, s),
+            value: dense(s, 1),
+            advantage_hidden: dense(h, s),
+            advantage: dense(s, a),
+            meta,
+        })
+    }
+
+    pub fn meta(&self) -> &ModelMeta {
+        &self.meta
+    }
+    pub fn action_count(&self) -> usize {
+        self.meta.action_count
+    }
+
+    /// Q-values for `n` states (`states`: n x 27) into `q` (n x actions).
+    pub fn forward(&self, states: &[f32], n: usize, q: &mut [f32], s: &mut Scratch) {
+        assert!(states.len() >= n * STATE_DIM && q.len() >= n * self.meta.action_count, "forward: buffers too small");
+        let grow = |v: &mut Vec<f32>, len: usize| {
+            if v.len() < len {
+                v.resize(len, 0.0);
+            }
+        };
+        grow(&mut s.h, n * self.meta.shared);
+        grow(&mut s.vh, n * self.meta.stream);
+        grow(&mut s.ah, n * self.meta.stream);
+        grow(&mut s.v, n);
+        self.shared.forward(states, n, &mut s.h, true);
+        self.value_hidden.forward(&s.h, n, &mut s.vh, true);
+        self.value.forward(&s.vh, n, &mut s.v, false);
+        self.advantage_hidden.forward(&s.h, n, &mut s.ah, true);
+        let a = self.meta.action_count;
+        self.advantage.forward(&s.ah, n, q, false);
+        for (row, v) in q[..n * a].chunks_exact_mut(a).zip(&s.v) {
+            let mean = row.iter().sum::<f32>() / a as f32;
+            for x in row {
+                *x += v - mean;
+            }
+        }
+    }
+
+    /// Index of the largest Q-value of one row (first on ties).
+    pub fn argmax(q: &[f32]) -> usize {
+        q.iter().enumerate().fold((0, f32::NEG_INFINITY), |best, (i, &v)| if v > best.1 { (i, v) } else { best }).0
+    }
+}
+
+/// Random weights with PyTorch's default `nn.Linear` init (uniform +/- 1/sqrt(in)):
+/// the model a fresh manager publishes before training, and test fixtures.
+pub fn random_weights(meta: &ModelMeta, rng: &mut impl rand::Rng) -> Vec<Vec<f32>> {
+    meta.shapes()
+        .iter()
+        .enumerate()
+        .map(|(i, shape)| {
+            let fan_in = if i % 2 == 0 { shape[1] } else { meta.shapes()[i - 1][1] };
+            let bound = 1.0 / (fan_in as f32).sqrt();
+            (0..shape.iter().product::<usize>()).map(|_| rng.random_range(-bound..bound)).collect()
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    fn model(a: usize) -> (ModelMeta, Vec<Vec<f32>>) {
+        let mut meta = ModelMeta::new("test", a);
+        meta.model_version = 3;
+        meta.train_step = 1234;
+        let w = random_weights(&meta, &mut rand_chacha::ChaCha8Rng::seed_from_u64(1));
+        (meta, w)
+    }
+
+    /// Straightforward scalar reference of the same network.
+    fn reference(w: &[Vec<f32>], meta: &ModelMeta, x: &[f32]) -> Vec<f32> {
+        let lin = |wi: usize, x: &[f32], relu: bool| -> Vec<f32> {
+            let (wt, b) = (&w[wi], &w[wi + 1]);
+            (0..b.len())
+                .map(|o| {
+                    let y = b[o] + (0..x.len()).map(|i| wt[o * x.len() + i] * x[i]).sum::<f32>();
+                    if relu { y.max(0.0) } else { y }
+                })
+                .collect()
+        };
+        let h = lin(0, x, true);
+        let v = lin(4, &lin(2, &h, true), false)[0];
+        let a = lin(8, &lin(6, &h, true), false);
+        let mean = a.iter().sum::<f32>() / meta.action_count as f32;
+        a.iter().map(|ai| v + ai - mean).collect()
+    }
+
+    #[test]
+    fn save_load_round_trip_keeps_metadata() {
+        let (meta, w) = model(5);
+        let net = QNet::load(&save(&meta, &w).unwrap()).unwrap();
+        assert_eq!(net.meta(), &meta);
+    }
+
+    #[test]
+    fn batched_forward_matches_scalar_reference() {
+        let (meta, w) = model(7);
+        let net = QNet::load(&save(&meta, &w).unwrap()).unwrap();
+        let n = 9;
+        let states: Vec<f32> = (0..n * STATE_DIM).map(|i| ((i * 37 % 101) as f32) / 101.0).collect();
+        let mut q = vec![0.0; n * 7];
+        net.forward(&states, n, &mut q, &mut Scratch::default());
+        for r in 0..n {
+            let want = reference(&w, &meta, &states[r * STATE_DIM..(r + 1) * STATE_DIM]);
+            for (g, e) in q[r * 7..(r + 1) * 7].iter().zip(&want) {
+                assert!((g - e).abs() < 1e-5, "row {r}: {g} vs {e}");
+            }
+        }
+    }
+
+    #[test]
+    fn bad_files_are_errors() {
+        let (meta, w) = model(5);
+        assert!(QNet::load(b"not a model").is_err());
+        let mut wrong = w.clone();
+        wrong[8].pop();
+        assert!(save(&meta, &wrong).is_err());
+        let mut nan = w.clone();
+        nan[0][0] = f32::NAN;
+        assert!(matches!(QNet::load(&save(&meta, &nan).unwrap()), Err(ModelError::Tensor { .. })));
+        let bytes = save(&meta, &w).unwrap();
+        assert!(QNet::load(&bytes[..bytes.len() - 1]).is_err());
+    }
+
+    #[test]
+    fn argmax_picks_first_largest() {
+        assert_eq!(QNet::argmax(&[0.0, 2.0, 2.0, -1.0]), 1);
+    }
+}

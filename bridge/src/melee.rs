@@ -1,0 +1,145 @@
+//! Melee's own identifiers that Shine uses: action states (the numbering of libmelee's
+//! `Action` enum, NTSC 1.02) and character ids. The simulator writes these ids so the
+//! state vector means the same thing for the simulator and for Dolphin.
+
+/// Action-state ids (fighter +0x70).
+pub mod action {
+    pub const DEAD_DOWN: u32 = 0x00;
+    pub const DEAD_LEFT: u32 = 0x01;
+    pub const DEAD_RIGHT: u32 = 0x02;
+    pub const DEAD_UP: u32 = 0x03;
+    /// Last of the dead/dying states (0x00..=0x0A).
+    pub const DEAD_LAST: u32 = 0x0A;
+    /// Respawn platform descending, then waiting on it.
+    pub const ON_HALO_DESCENT: u32 = 0x0C;
+    pub const ON_HALO_WAIT: u32 = 0x0D;
+    /// Standing idle: the state the paper's reward pays for.
+    pub const WAIT: u32 = 0x0E;
+    pub const WALK_SLOW: u32 = 0x0F;
+    pub const WALK_MIDDLE: u32 = 0x10;
+    pub const WALK_FAST: u32 = 0x11;
+    pub const TURNING: u32 = 0x12;
+    pub const TURNING_RUN: u32 = 0x13;
+    pub const DASHING: u32 = 0x14;
+    pub const RUNNING: u32 = 0x15;
+    pub const RUN_BRAKE: u32 = 0x17;
+    /// Jump squat.
+    pub const KNEE_BEND: u32 = 0x18;
+    pub const JUMPING_FORWARD: u32 = 0x19;
+    pub const JUMPING_BACKWARD: u32 = 0x1A;
+    pub const JUMPING_ARIAL_FORWARD: u32 = 0x1B;
+    pub const JUMPING_ARIAL_BACKWARD: u32 = 0x1C;
+    pub const FALLING: u32 = 0x1D;
+    pub const FALLING_AERIAL: u32 = 0x20;
+    pub const TUMBLING: u32 = 0x26;
+    pub const CROUCH_START: u32 = 0x27;
+    pub const CROUCHING: u32 = 0x28;
+    pub const CROUCH_END: u32 = 0x29;
+    pub const LANDING: u32 = 0x2A;
+    pub const LANDING_SPECIAL: u32 = 0x2B;
+    pub const NEUTRAL_ATTACK_1: u32 = 0x2C;
+    pub const DASH_ATTACK: u32 = 0x32;
+    pub const FTILT_MID: u32 = 0x35;
+    pub const UPTILT: u32 = 0x38;
+    pub const DOWNTILT: u32 = 0x39;
+    pub const FSMASH_MID: u32 = 0x3C;
+    pub const UPSMASH: u32 = 0x3F;
+    pub const DOWNSMASH: u32 = 0x40;
+    pub const NAIR: u32 = 0x41;
+    pub const FAIR: u32 = 0x42;
+    pub const BAIR: u32 = 0x43;
+    pub const UAIR: u32 = 0x44;
+    pub const DAIR: u32 = 0x45;
+    pub const NAIR_LANDING: u32 = 0x46;
+    pub const DAMAGE_HIGH_1: u32 = 0x4B;
+    pub const DAMAGE_NEUTRAL_1: u32 = 0x4E;
+    pub const DAMAGE_AIR_1: u32 = 0x54;
+    pub const DAMAGE_FLY_HIGH: u32 = 0x57;
+    pub const DAMAGE_FLY_NEUTRAL: u32 = 0x58;
+    pub const SHIELD_START: u32 = 0xB2;
+    pub const SHIELD: u32 = 0xB3;
+    pub const SHIELD_RELEASE: u32 = 0xB4;
+    pub const SHIELD_STUN: u32 = 0xB5;
+    pub const SHIELD_BREAK_FLY: u32 = 0xCD;
+    pub const SHIELD_BREAK_DOWN_U: u32 = 0xD3;
+    pub const SHIELD_BREAK_STAND_U: u32 = 0xD4;
+    pub const SHIELD_BREAK_TEETER: u32 = 0xD5;
+    pub const ROLL_FORWARD: u32 = 0xE9;
+    pub const ROLL_BACKWARD: u32 = 0xEA;
+    pub const SPOTDODGE: u32 = 0xEB;
+    pub const AIRDODGE: u32 = 0xEC;
+    pub const ENTRY: u32 = 0x142;
+    pub const ENTRY_START: u32 = 0x143;
+    pub const ENTRY_END: u32 = 0x144;
+    /// Fox's reflector ("shine"), grounded: start, hold, hit, turn, end.
+    pub const DOWN_B_GROUND_START: u32 = 0x168;
+    pub const DOWN_B_GROUND: u32 = 0x169;
+    pub const DOWN_B_STUN: u32 = 0x16A;
+    pub const DOWN_B_AIR: u32 = 0x16B;
+    pub const DOWN_B_GROUND_END: u32 = 0x16D;
+    /// The state vector divides the action state by this (reference, section 1).
+    pub const NORMALISER: f32 = 382.0;
+
+    /// True for the dead/dying states.
+    pub fn is_dead(a: u32) -> bool {
+        a <= DEAD_LAST
+    }
+}
+
+/// Character ids on the character-select screen (static block +0x04).
+pub mod character {
+    pub const FOX: u32 = 0x02;
+    pub const MARTH: u32 = 0x09;
+}
+
+/// Internal character ids (fighter +0x64).
+pub mod internal_character {
+    pub const FOX: u32 = 0x01;
+    pub const MARTH: u32 = 0x12;
+}
+
+/// A short human name for an action state, for logs and the dashboard.
+pub fn action_name(a: u32) -> &'static str {
+    use action::*;
+    match a {
+        0x00..=0x0A => "Dead",
+        ON_HALO_DESCENT | ON_HALO_WAIT => "Respawn",
+        WAIT => "Wait",
+        WALK_SLOW..=WALK_FAST => "Walk",
+        TURNING | TURNING_RUN => "Turn",
+        DASHING => "Dash",
+        RUNNING => "Run",
+        RUN_BRAKE => "RunBrake",
+        KNEE_BEND => "JumpSquat",
+        JUMPING_FORWARD | JUMPING_BACKWARD => "Jump",
+        JUMPING_ARIAL_FORWARD | JUMPING_ARIAL_BACKWARD => "DoubleJump",
+        FALLING..=0x25 => "Fall",
+        TUMBLING => "Tumble",
+        CROUCH_START..=CROUCH_END => "Crouch",
+        LANDING | LANDING_SPECIAL => "Landing",
+        0x2C..=0x31 => "Jab",
+        DASH_ATTACK => "DashAttack",
+        0x33..=0x37 => "FTilt",
+        UPTILT => "UTilt",
+        DOWNTILT => "DTilt",
+        0x3A..=0x3E => "FSmash",
+        UPSMASH => "USmash",
+        DOWNSMASH => "DSmash",
+        NAIR => "Nair",
+        FAIR => "Fair",
+        BAIR => "Bair",
+        UAIR => "Uair",
+        DAIR => "Dair",
+        0x46..=0x4A => "AerialLanding",
+        0x4B..=0x5B => "Damage",
+        SHIELD_START..=0xB6 => "Shield",
+        0xC5..=0xD5 => "ShieldBreak",
+        ROLL_FORWARD => "RollForward",
+        ROLL_BACKWARD => "RollBackward",
+        SPOTDODGE => "SpotDodge",
+        AIRDODGE => "AirDodge",
+        ENTRY..=ENTRY_END => "Entry",
+        DOWN_B_GROUND_START..=DOWN_B_GROUND_END => "Shine",
+        _ => "Other",
+    }
+}
