@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Shine's test command (the README's): sets up what is missing, then runs every test.
+#
+# Two cargo runs on purpose: cargo unifies features across the packages of one run, and
+# the manager turns on the agent's `torch` feature. Testing the worker in a run of its
+# own builds it exactly as users get it, without libtorch (worker/tests/linkage.rs
+# checks that with ldd).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+. scripts/env.sh
+
+echo "==> tests: bridge, agent (with tch), manager" >&2
+cargo test --workspace --exclude shine-worker "$@"
+echo "==> tests: worker (built without libtorch)" >&2
+cargo test -p shine-worker "$@"
