@@ -31,6 +31,8 @@ pub mod action {
     pub const JUMPING_ARIAL_BACKWARD: u32 = 0x1C;
     pub const FALLING: u32 = 0x1D;
     pub const FALLING_AERIAL: u32 = 0x20;
+    /// Helpless fall after an air dodge (or an up-B).
+    pub const DEAD_FALL: u32 = 0x23;
     pub const TUMBLING: u32 = 0x26;
     pub const CROUCH_START: u32 = 0x27;
     pub const CROUCHING: u32 = 0x28;
@@ -51,19 +53,30 @@ pub mod action {
     pub const UAIR: u32 = 0x44;
     pub const DAIR: u32 = 0x45;
     pub const NAIR_LANDING: u32 = 0x46;
+    pub const FAIR_LANDING: u32 = 0x47;
+    pub const BAIR_LANDING: u32 = 0x48;
+    pub const UAIR_LANDING: u32 = 0x49;
+    pub const DAIR_LANDING: u32 = 0x4A;
     pub const DAMAGE_HIGH_1: u32 = 0x4B;
     pub const DAMAGE_NEUTRAL_1: u32 = 0x4E;
     pub const DAMAGE_AIR_1: u32 = 0x54;
     pub const DAMAGE_FLY_HIGH: u32 = 0x57;
     pub const DAMAGE_FLY_NEUTRAL: u32 = 0x58;
+    pub const DAMAGE_FLY_TOP: u32 = 0x5A;
+    /// Missed tech: bounced on the ground face up, then lying.
+    pub const TECH_MISS_UP: u32 = 0xB7;
+    /// Getting up from lying face up.
+    pub const GROUND_GETUP: u32 = 0xBA;
     pub const SHIELD_START: u32 = 0xB2;
     pub const SHIELD: u32 = 0xB3;
     pub const SHIELD_RELEASE: u32 = 0xB4;
     pub const SHIELD_STUN: u32 = 0xB5;
     pub const SHIELD_BREAK_FLY: u32 = 0xCD;
-    pub const SHIELD_BREAK_DOWN_U: u32 = 0xD3;
-    pub const SHIELD_BREAK_STAND_U: u32 = 0xD4;
-    pub const SHIELD_BREAK_TEETER: u32 = 0xD5;
+    pub const SHIELD_BREAK_FALL: u32 = 0xCE;
+    pub const SHIELD_BREAK_DOWN_U: u32 = 0xCF;
+    pub const SHIELD_BREAK_STAND_U: u32 = 0xD1;
+    /// Dizzy after a shield break (libmelee `SHIELD_BREAK_TEETER`, Melee's `FuraFura`).
+    pub const SHIELD_BREAK_TEETER: u32 = 0xD3;
     pub const ROLL_FORWARD: u32 = 0xE9;
     pub const ROLL_BACKWARD: u32 = 0xEA;
     pub const SPOTDODGE: u32 = 0xEB;
@@ -133,7 +146,8 @@ pub fn action_name(a: u32) -> &'static str {
         0x46..=0x4A => "AerialLanding",
         0x4B..=0x5B => "Damage",
         SHIELD_START..=0xB6 => "Shield",
-        0xC5..=0xD5 => "ShieldBreak",
+        TECH_MISS_UP..=0xC6 => "Downed",
+        SHIELD_BREAK_FLY..=SHIELD_BREAK_TEETER => "ShieldBreak",
         ROLL_FORWARD => "RollForward",
         ROLL_BACKWARD => "RollBackward",
         SPOTDODGE => "SpotDodge",

@@ -1,1 +1,40 @@
-fn main(){}
+//! `shine-worker`: plays Melee (the embedded simulator or Dolphin) with a frozen model
+//! and uploads its gameplay to a Shine manager; also plays and evaluates bots locally.
+
+use clap::{Parser, Subcommand};
+use shine_worker::{play, run};
+
+#[derive(Parser)]
+#[command(name = "shine-worker", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Play for a manager: register, download models, play, upload gameplay.
+    ///
+    /// Example: shine-worker run --manager http://10.0.0.2:8080 --token $SHINE_TOKEN
+    Run(run::RunArgs),
+    /// Play episodes locally and print how long the bot survives.
+    ///
+    /// Example: shine-worker play --policy dodge --cpu-level 9 --episodes 200
+    Play(play::PlayArgs),
+    /// Measure a trained model's full-minute survival with a 95 % interval.
+    ///
+    /// Example: shine-worker eval --model shine-v12.safetensors --episodes 200 --cpu-level 9
+    Eval(play::EvalArgs),
+}
+
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    match Cli::parse().command {
+        Command::Run(args) => run::run(args),
+        Command::Play(args) => play::play(args),
+        Command::Eval(args) => play::eval(args),
+    }
+}

@@ -1,0 +1,86 @@
+//! `POST /experience`: one batch of transitions in the wire format (docs/upload-format.md).
+//!
+//! Checks in order, cheapest first, each rejection counted in
+//! `shine_uploads_rejected_total{reason}` and changing nothing else: token (401),
+//! `Content-Type` (415), size (413, from `Content-Length` before reading anything, and
+//! again while reading), then the complete validation of `experience::decode` (400 for
+//! a malformed header, 422 for content that does not fit), off the async runtime since
+//! it decompresses and checks up to 5.7 M floats. Only a fully valid batch is queued.
+
+use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, FromRequest, Request, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::{Json, Router};
+use shine_agent::experience;
+use std::time::Instant;
+
+pub fn router(max_upload_bytes: usize) -> Router<AppState> {
+    Router::new().route("/experience", post(upload).layer(DefaultBodyLimit::max(max_upload_bytes)))
+}
+
+async fn upload(State(s): State<AppState>, req: Request) -> Response {
+    match accept(&s, req).await {
+        Ok(r) => r,
+        Err(e) => {
+            if !matches!(e, ApiError::Internal(_)) {
+                s.metrics.rejected.with_label_values(&[e.reject_reason()]).inc();
+                tracing::info!(status = e.status().as_u16(), reason = e.reject_reason(), error = %e, "upload rejected");
+            }
+            e.into_response()
+        }
+    }
+}
+
+fn is_octet_stream(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/octet-stream"))
+}
+
+async fn accept(s: &AppState, req: Request) -> ApiResult<Response> {
+    let limit = s.config.server.max_upload_bytes;
+    if !super::authorized(s, req.headers()) {
+        return Err(ApiError::Unauthorized);
+    }
+    if !is_octet_stream(req.headers()) {
+        return Err(ApiError::UnsupportedMediaType("experience uploads are Content-Type: application/octet-stream".into()));
+    }
+    let declared = req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(ApiError::PayloadTooLarge { limit });
+    }
+    // DefaultBodyLimit (set on this route) also stops a body without Content-Length.
+    let bytes = Bytes::from_request(req, s).await.map_err(|r| match r.status() {
+        StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge { limit },
+        _ => ApiError::BadRequest { code: "bad_body", message: r.body_text() },
+    })?;
+    let expect = s.expect;
+    let batch = tokio::task::spawn_blocking(move || experience::decode(&bytes, expect)).await.map_err(anyhow::Error::from)??;
+    let count = batch.count() as u64;
+    let (worker_id, upload_id) = (batch.meta.worker_id, batch.meta.upload_id);
+    let duplicate = {
+        let mut dedup = s.dedup.lock().expect("dedup lock");
+        if dedup.contains(&upload_id) {
+            true
+        } else {
+            s.trainer.try_ingest(batch).map_err(|_| ApiError::Busy)?;
+            dedup.insert(upload_id);
+            false
+        }
+    };
+    s.fleet.lock().expect("fleet lock").touch(worker_id, if duplicate { 0 } else { count }, Instant::now());
+    if duplicate {
+        s.metrics.duplicates.inc();
+        tracing::debug!(worker_id, "duplicate upload dropped");
+        return Ok((StatusCode::OK, Json(serde_json::json!({ "accepted": 0, "duplicate": true }))).into_response());
+    }
+    s.metrics.experiences.inc_by(count);
+    s.metrics.uploads.inc();
+    Ok((StatusCode::ACCEPTED, Json(serde_json::json!({ "accepted": count, "duplicate": false }))).into_response())
+}

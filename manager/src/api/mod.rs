@@ -1,0 +1,102 @@
+//! The HTTP API (docs/api.md is the contract): [`app`] builds the router from one
+//! module per route group, each exporting its own `router()`, so tests can serve it on
+//! any listener.
+//!
+//! - [`workers`]: register, heartbeat, list; finished episodes.
+//! - [`experience`]: the binary upload.
+//! - [`models`]: list and download (ETag).
+//! - [`stats`]: the dashboard's time series.
+//! - [`health`]: `/healthz`, `/metrics`.
+//!
+//! Access: writes need the bearer token ([`Writer`]); reads need it only with
+//! `public_reads = false` ([`Reader`]).
+
+pub mod experience;
+pub mod health;
+pub mod models;
+pub mod stats;
+pub mod workers;
+
+use crate::error::ApiError;
+use crate::state::AppState;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
+use axum::http::{header, HeaderMap};
+use axum::Router;
+use tower_http::trace::TraceLayer;
+
+/// Body limit of the JSON routes (axum's default; episodes batches are far smaller).
+pub const JSON_LIMIT: usize = 2 << 20;
+
+/// The whole application, ready to serve.
+pub fn app(state: AppState) -> Router {
+    let api = Router::new()
+        .merge(workers::router())
+        .merge(experience::router(state.config.server.max_upload_bytes))
+        .merge(models::router())
+        .merge(stats::router());
+    Router::new()
+        .nest("/api/v1", api)
+        .merge(health::router())
+        .fallback(|| async { ApiError::NotFound("no such route".into()) })
+        .layer(TraceLayer::new_for_http())
+        .with_state(state)
+}
+
+/// Comparison whose time does not depend on where the inputs differ.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Whether the request carries the manager's token (always true without one).
+pub fn authorized(state: &AppState, headers: &HeaderMap) -> bool {
+    let Some(token) = state.config.token() else { return true };
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .is_some_and(|given| constant_time_eq(given.trim().as_bytes(), token.as_bytes()))
+}
+
+/// Extractor for routes that change something: the bearer token is required.
+pub struct Writer;
+
+impl FromRequestParts<AppState> for Writer {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        if authorized(state, &parts.headers) {
+            Ok(Writer)
+        } else {
+            Err(ApiError::Unauthorized)
+        }
+    }
+}
+
+/// Extractor for reads: public unless `public_reads = false`.
+pub struct Reader;
+
+impl FromRequestParts<AppState> for Reader {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        if state.config.server.public_reads || authorized(state, &parts.headers) {
+            Ok(Reader)
+        } else {
+            Err(ApiError::Unauthorized)
+        }
+    }
+}
+
+/// `Json` whose rejections are [`ApiError`]s, so bad JSON gets the JSON error body.
+pub struct ApiJson<T>(pub T);
+
+impl<T, S> FromRequest<S> for ApiJson<T>
+where
+    axum::Json<T>: FromRequest<S, Rejection = axum::extract::rejection::JsonRejection>,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let axum::Json(v) = axum::Json::<T>::from_request(req, state).await?;
+        Ok(ApiJson(v))
+    }
+}

@@ -1,0 +1,92 @@
+//! Models: `GET /models` (the list), `GET /models/latest` and `GET /models/{version}`
+//! (the safetensors file, with `ETag: "v{version}"`; `If-None-Match` with that tag is
+//! answered `304` without a body, so workers polling for a new model cost nothing).
+
+use super::Reader;
+use crate::error::{ApiError, ApiResult};
+use crate::registry::ModelEntry;
+use crate::state::AppState;
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::Serialize;
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/models", get(list)).route("/models/latest", get(latest)).route("/models/{version}", get(by_version))
+}
+
+#[derive(Debug, Serialize)]
+struct ModelView {
+    version: u64,
+    train_step: u64,
+    created_unix: u64,
+    eval_survival: Option<f64>,
+    eval_episodes: u64,
+    bytes: u64,
+    url: String,
+}
+
+#[derive(Debug, Serialize)]
+struct ModelList {
+    latest: Option<u64>,
+    models: Vec<ModelView>,
+}
+
+async fn list(State(s): State<AppState>, _: Reader) -> Json<ModelList> {
+    let models: Vec<ModelView> = s
+        .registry
+        .list()
+        .into_iter()
+        .map(|e| ModelView {
+            version: e.version,
+            train_step: e.train_step,
+            created_unix: e.created_unix,
+            eval_survival: e.eval_survival(),
+            eval_episodes: e.eval_episodes,
+            bytes: e.bytes,
+            url: format!("/api/v1/models/{}", e.version),
+        })
+        .collect();
+    Json(ModelList { latest: models.first().map(|m| m.version), models })
+}
+
+async fn latest(State(s): State<AppState>, _: Reader, headers: HeaderMap) -> ApiResult<Response> {
+    let (entry, file) = s.registry.latest().ok_or_else(|| ApiError::NotFound("no model has been published yet".into()))?;
+    Ok(model_response(&s, &headers, entry, file))
+}
+
+async fn by_version(State(s): State<AppState>, _: Reader, Path(version): Path<String>, headers: HeaderMap) -> ApiResult<Response> {
+    let not_found = || ApiError::NotFound(format!("no model {version:?} (GET /api/v1/models lists the kept versions)"));
+    let v: u64 = version.parse().map_err(|_| not_found())?;
+    let (entry, file) = s.registry.get(v).ok_or_else(not_found)?;
+    Ok(model_response(&s, &headers, entry, file))
+}
+
+/// Whether `If-None-Match` names `etag` (or is `*`); weak tags compare equal too.
+fn matches(headers: &HeaderMap, etag: &str) -> bool {
+    headers.get_all(header::IF_NONE_MATCH).iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(',')).any(|t| {
+        let t = t.trim();
+        t == "*" || t.strip_prefix("W/").unwrap_or(t) == etag
+    })
+}
+
+fn model_response(s: &AppState, headers: &HeaderMap, entry: ModelEntry, file: Bytes) -> Response {
+    // The version names the model: the registry never keeps two files for one version.
+    let etag = format!("\"v{}\"", entry.version);
+    let mut h = HeaderMap::new();
+    let val = |s: String| HeaderValue::from_str(&s).expect("ASCII header value");
+    h.insert(header::ETAG, val(etag.clone()));
+    h.insert("x-shine-model-version", val(entry.version.to_string()));
+    h.insert("x-shine-train-step", val(entry.train_step.to_string()));
+    // Clients may cache but must revalidate (cheap: a 304).
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    if matches(headers, &etag) {
+        return (StatusCode::NOT_MODIFIED, h).into_response();
+    }
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
+    h.insert(header::CONTENT_DISPOSITION, val(format!("attachment; filename=\"shine-{}-v{}.safetensors\"", s.action_set.name(), entry.version)));
+    (StatusCode::OK, h, Body::from(file)).into_response()
+}

@@ -1,0 +1,61 @@
+//! `GET /stats`: the dashboard's time series (`?since=T`: only samples after unix
+//! time T, for incremental polling), the current values, and the workers.
+
+use super::Reader;
+use crate::fleet::WorkerView;
+use crate::state::AppState;
+use crate::stats::{self, Sample};
+use crate::error::{ApiError, ApiResult};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+use std::time::Instant;
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/stats", get(get_stats))
+}
+
+#[derive(Debug, Deserialize)]
+struct Since {
+    since: Option<f64>,
+}
+
+#[derive(Debug, Serialize)]
+struct StatsReply {
+    interval_secs: f64,
+    /// Values right now (rates over the time since the last sample).
+    current: Sample,
+    /// The time series, oldest first.
+    series: Vec<Sample>,
+    replay_capacity: usize,
+    action_set: &'static str,
+    episodes_total: u64,
+    eval_episodes_total: u64,
+    workers: Vec<WorkerView>,
+}
+
+async fn get_stats(State(s): State<AppState>, _: Reader, q: Result<Query<Since>, QueryRejection>) -> ApiResult<Json<StatsReply>> {
+    let Query(q) = q.map_err(|r| ApiError::BadRequest { code: "bad_query", message: r.body_text() })?;
+    let (series, last) = {
+        let series = s.series.lock().expect("series lock");
+        (series.since(q.since), series.last().cloned())
+    };
+    let current = stats::sample(&s, last.as_ref());
+    let (episodes_total, eval_episodes_total) = {
+        let e = s.episodes.lock().expect("episodes lock");
+        (e.total, e.eval_total)
+    };
+    let workers = s.fleet.lock().expect("fleet lock").list(Instant::now());
+    Ok(Json(StatsReply {
+        interval_secs: s.config.stats.interval_secs,
+        current,
+        series,
+        replay_capacity: s.config.replay.capacity,
+        action_set: s.action_set.name(),
+        episodes_total,
+        eval_episodes_total,
+        workers,
+    }))
+}

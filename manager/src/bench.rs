@@ -1,0 +1,205 @@
+//! The paper's two measurements side by side, device replay against in-RAM replay:
+//!
+//! - the paper's Figure 3: the cost of adding one experience when the device replay
+//!   writes blocks of `update_size` (1 to 10,000), next to the in-RAM replay's.
+//! - its Table 1 and Figure 4: the time of one train step (sample + DQN update) at
+//!   batch 16 to 256, and the speedup of the device replay in percent
+//!   (`host_time / device_time - 1`, as the paper reports it).
+//!
+//! Run: `cargo run --release -p shine-manager --example replay_bench -- [flags]`
+//! (or `shine-manager bench`). Results and the machine they came from are in
+//! `docs/benchmarks.md`.
+
+use crate::replay::{DeviceReplay, HostReplay, Replay};
+use anyhow::Context;
+use rand::{Rng, SeedableRng};
+use shine_agent::dqn::{DqnConfig, Learner};
+use shine_agent::experience::{col, TRANSITION_FLOATS};
+use std::time::Instant;
+use tch::Device;
+
+const W: usize = TRANSITION_FLOATS;
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct BenchArgs {
+    /// Device for the device replay and the learner: auto, cpu, cuda or cuda:N.
+    #[arg(long, default_value = "auto")]
+    pub device: String,
+    /// Replay capacity for the train-step measurement (the paper: 1,000,000).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub capacity: usize,
+    /// Update sizes for the add-cost table.
+    #[arg(long, value_delimiter = ',', default_value = "1,10,100,1000,2000,10000")]
+    pub update_sizes: Vec<usize>,
+    /// Experiences added one at a time per add-cost measurement (at least two blocks).
+    #[arg(long, default_value_t = 50_000)]
+    pub adds: usize,
+    /// Batch sizes for the train-step table.
+    #[arg(long, value_delimiter = ',', default_value = "16,32,64,128,256")]
+    pub batches: Vec<usize>,
+    /// Timed train steps per batch size and replay.
+    #[arg(long, default_value_t = 200)]
+    pub steps: usize,
+    /// Untimed steps before each measurement.
+    #[arg(long, default_value_t = 20)]
+    pub warmup: usize,
+    /// Measurements per cell, device and in-RAM interleaved; the median is reported
+    /// (a shared 2-core machine is noisy).
+    #[arg(long, default_value_t = 5)]
+    pub repeats: usize,
+    /// Actions of the network (5: the paper's macro-actions).
+    #[arg(long, default_value_t = 5)]
+    pub actions: usize,
+}
+
+impl Default for BenchArgs {
+    fn default() -> Self {
+        BenchArgs { device: "auto".into(), capacity: 1_000_000, update_sizes: vec![1, 10, 100, 1000, 2000, 10000], adds: 50_000, batches: vec![16, 32, 64, 128, 256], steps: 200, warmup: 20, repeats: 5, actions: 5 }
+    }
+}
+
+/// Plausible transitions: states in [0, 1), valid actions, rewards, terminals.
+fn random_rows(n: usize, actions: usize, rng: &mut impl Rng) -> Vec<f32> {
+    let mut v = Vec::with_capacity(n * W);
+    for _ in 0..n {
+        let start = v.len();
+        v.extend((0..W).map(|_| rng.random::<f32>()));
+        v[start + col::ACTION] = rng.random_range(0..actions) as f32;
+        v[start + col::TERMINAL] = (rng.random::<f32>() < 0.01) as u8 as f32;
+    }
+    v
+}
+
+/// Wait until the device has finished queued work (so timings include it).
+fn sync(device: Device) {
+    if let Device::Cuda(i) = device {
+        tch::Cuda::synchronize(i as i64);
+    }
+}
+
+/// Microseconds per experience pushed one at a time.
+fn add_cost(push: &mut dyn FnMut(&[f32]), rows: &[f32], device: Device) -> f64 {
+    let t = Instant::now();
+    for row in rows.chunks_exact(W) {
+        push(row);
+    }
+    sync(device);
+    t.elapsed().as_secs_f64() * 1e6 / (rows.len() / W) as f64
+}
+
+/// Milliseconds per train step (sample + update), `steps` timed after `warmup`.
+fn step_time(replay: &mut Replay, learner: &mut Learner, batch: usize, warmup: usize, steps: usize) -> f64 {
+    let device = learner.device();
+    let mut step = |replay: &mut Replay| {
+        let b = replay.sample(batch).expect("the replay is full");
+        learner.train_step(&b).loss
+    };
+    for _ in 0..warmup {
+        let _ = step(replay);
+    }
+    sync(device);
+    let t = Instant::now();
+    let mut last = None;
+    for _ in 0..steps {
+        last = Some(step(replay));
+    }
+    // Reading the last loss waits for every queued step.
+    let _ = last.map(|l| f64::try_from(&l));
+    sync(device);
+    t.elapsed().as_secs_f64() * 1e3 / steps as f64
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+    let device = crate::trainer::TrainerConfig { device: args.device.clone(), ..Default::default() }.device()?;
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(1);
+    println!("device: {device:?}; libtorch threads: {}", tch::get_num_threads());
+
+    // --- Figure 3: cost of adding one experience ---
+    let max_update = args.update_sizes.iter().copied().max().unwrap_or(1);
+    let adds = args.adds.max(2 * max_update);
+    let rows = random_rows(adds, args.actions, &mut rng);
+    let add_capacity = adds.next_multiple_of(max_update);
+    let repeats = args.repeats.max(1);
+    let mut host = HostReplay::new(add_capacity, device)?;
+    let host_us = median((0..repeats).map(|_| add_cost(&mut |r| host.push(r).expect("whole rows"), &rows, device)).collect());
+    drop(host);
+    println!("\nAdding one experience ({adds} added one at a time, median of {repeats} runs; in-RAM replay: {host_us:.3} us)\n");
+    println!("| update size | device replay (us / experience) | in-RAM replay (us / experience) |");
+    println!("|---:|---:|---:|");
+    for &u in &args.update_sizes {
+        let mut dev = DeviceReplay::new(add_capacity, u, device).with_context(|| format!("update size {u}"))?;
+        let us = median((0..repeats).map(|_| add_cost(&mut |r| dev.push(r).expect("whole rows"), &rows, device)).collect());
+        println!("| {u} | {us:.3} | {host_us:.3} |");
+    }
+
+    // --- Table 1 / Figure 4: train step time, device replay vs in-RAM replay ---
+    let cfg_for = |batch| DqnConfig { batch_size: batch, ..Default::default() };
+    let mut replays = Vec::new();
+    let fill = Instant::now();
+    for kind in [crate::replay::ReplayKind::Device, crate::replay::ReplayKind::Host] {
+        let cfg = crate::replay::ReplayConfig { kind, capacity: args.capacity, update_size: 2000.min(args.capacity) };
+        let mut r = Replay::new(&cfg, device)?;
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(2);
+        let mut left = args.capacity;
+        while left > 0 {
+            let n = left.min(20_000);
+            r.push(&random_rows(n, args.actions, &mut rng))?;
+            left -= n;
+        }
+        r.flush();
+        replays.push(r);
+    }
+    println!(
+        "\nTrain step (sample + update) with {} experiences in each replay (filled in {:.1} s); median of {repeats} runs of {} steps after {} warm-up\n",
+        args.capacity,
+        fill.elapsed().as_secs_f64(),
+        args.steps,
+        args.warmup
+    );
+    println!("| batch | device replay (ms / step) | in-RAM replay (ms / step) | speedup |");
+    println!("|---:|---:|---:|---:|");
+    for &batch in &args.batches {
+        let mut learners = Vec::new();
+        for _ in &replays {
+            tch::manual_seed(3);
+            learners.push(Learner::new(&cfg_for(batch), args.actions, device)?);
+        }
+        let mut samples = [Vec::new(), Vec::new()];
+        for r in 0..repeats {
+            for ((replay, learner), s) in replays.iter_mut().zip(learners.iter_mut()).zip(samples.iter_mut()) {
+                s.push(step_time(replay, learner, batch, if r == 0 { args.warmup } else { 0 }, args.steps));
+            }
+        }
+        let [d, h] = samples;
+        let times = [median(d), median(h)];
+        let speedup = (times[1] / times[0] - 1.0) * 100.0;
+        println!("| {batch} | {:.3} | {:.3} | {speedup:+.1} % |", times[0], times[1]);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The benchmark's code paths on a toy size (timings are not checked).
+    #[test]
+    fn bench_runs_end_to_end_on_a_tiny_configuration() {
+        let args = BenchArgs { device: "cpu".into(), capacity: 4000, update_sizes: vec![1, 100], adds: 300, batches: vec![16], steps: 2, warmup: 1, repeats: 2, actions: 5 };
+        run(args).unwrap();
+    }
+
+    #[test]
+    fn random_rows_are_valid_transitions() {
+        let rows = random_rows(500, 5, &mut rand::rngs::SmallRng::seed_from_u64(0));
+        for r in rows.chunks_exact(W) {
+            assert!(r[col::ACTION].fract() == 0.0 && (r[col::ACTION] as usize) < 5);
+            assert!(r[col::TERMINAL] == 0.0 || r[col::TERMINAL] == 1.0);
+        }
+    }
+}

@@ -1,0 +1,366 @@
+//! The manager's configuration: one TOML file (`configs/manager.toml` documents every
+//! knob), overridden by command-line flags and `SHINE_*` environment variables.
+//!
+//! Precedence, lowest to highest: built-in defaults, the file given with `--config`,
+//! environment variables, flags (clap resolves flag-over-env; both win over the file).
+//! The learner's sections (`[trainer]`, `[replay]`, `[dqn]`) are the learner core's own
+//! serde structs, embedded as they are.
+
+use crate::replay::ReplayConfig;
+use crate::trainer::TrainerConfig;
+use anyhow::{bail, Context};
+use clap::Parser;
+use serde::{Deserialize, Serialize};
+use shine_agent::dqn::DqnConfig;
+use shine_agent::{ActionSet, Task};
+use std::path::{Path, PathBuf};
+
+/// Everything `shine-manager` can be told.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    pub server: ServerConfig,
+    pub game: GameConfig,
+    pub workers: WorkersConfig,
+    pub registry: RegistryConfig,
+    pub stats: StatsConfig,
+    pub trainer: TrainerConfig,
+    pub replay: ReplayConfig,
+    pub dqn: DqnConfig,
+}
+
+/// `[server]`: the HTTP side.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Address to listen on.
+    pub listen: String,
+    /// Where checkpoints and published models live (created if missing).
+    pub data_dir: PathBuf,
+    /// Bearer token workers send with every write. Prefer `SHINE_TOKEN` to the file.
+    pub token: Option<String>,
+    /// Run without any token (every write accepted). Local experiments only.
+    pub insecure_no_token: bool,
+    /// Models, stats and metrics readable without the token.
+    pub public_reads: bool,
+    /// Largest experience upload body in bytes (larger: 413).
+    pub max_upload_bytes: usize,
+    /// Upload ids remembered for dropping retried batches.
+    pub dedup_window: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: "0.0.0.0:8080".into(),
+            data_dir: PathBuf::from("data"),
+            token: None,
+            insecure_no_token: false,
+            public_reads: true,
+            max_upload_bytes: 32 << 20,
+            dedup_window: 100_000,
+        }
+    }
+}
+
+/// `[game]`: what the bots learn, told to every worker at registration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GameConfig {
+    /// `untouchable` (the paper's five macro-actions) or `fight`.
+    pub action_set: String,
+    /// Reward and episode end: `untouchable` or `fight`.
+    pub task: String,
+    /// Top CPU opponent level, 1..=9.
+    pub cpu_level: u8,
+    /// Share of training episodes at `cpu_level`; the rest draw 1..=cpu_level.
+    pub cpu_level_top_share: f64,
+    /// Share of episodes played greedily at `cpu_level` as evaluation.
+    pub eval_share: f64,
+}
+
+impl Default for GameConfig {
+    fn default() -> Self {
+        GameConfig { action_set: "untouchable".into(), task: "untouchable".into(), cpu_level: 9, cpu_level_top_share: 0.7, eval_share: 0.02 }
+    }
+}
+
+impl GameConfig {
+    pub fn action_set(&self) -> anyhow::Result<ActionSet> {
+        ActionSet::from_name(&self.action_set)
+            .with_context(|| format!("[game] action_set = {:?}: expected \"untouchable\" or \"fight\"", self.action_set))
+    }
+    pub fn task(&self) -> anyhow::Result<Task> {
+        self.task.parse::<Task>().map_err(|e| anyhow::anyhow!("[game] task: {e}"))
+    }
+}
+
+/// `[workers]`: the fleet's cadences and exploration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WorkersConfig {
+    /// A worker uploads after this many transitions...
+    pub upload_every_transitions: u32,
+    /// ...or after this many seconds, whichever comes first.
+    pub upload_every_secs: f64,
+    /// How often workers ask for a new model.
+    pub model_poll_secs: f64,
+    /// How often workers send a heartbeat.
+    pub heartbeat_secs: f64,
+    /// A worker not heard from (register, heartbeat, upload, episodes) for this long
+    /// is gone: its ladder slot goes to the next worker that registers.
+    pub worker_timeout_secs: f64,
+    /// One epsilon for every worker instead of the ladder.
+    pub epsilon: Option<f64>,
+    /// Ape-X ladder `base^(1 + alpha * i / (N - 1))`: base (Ape-X: 0.4).
+    pub epsilon_base: f64,
+    /// Ape-X ladder: alpha (Ape-X: 7).
+    pub epsilon_alpha: f64,
+    /// N of the ladder. 0: the live workers (epsilons shift as the fleet grows, sent
+    /// back with every heartbeat). A fleet size fixes each slot's epsilon from the
+    /// start; more workers than that stretch the ladder as with 0.
+    pub fleet_size: u32,
+}
+
+impl Default for WorkersConfig {
+    fn default() -> Self {
+        WorkersConfig {
+            upload_every_transitions: 2000,
+            upload_every_secs: 5.0,
+            model_poll_secs: 5.0,
+            heartbeat_secs: 5.0,
+            worker_timeout_secs: 30.0,
+            epsilon: None,
+            epsilon_base: 0.4,
+            epsilon_alpha: 7.0,
+            fleet_size: 0,
+        }
+    }
+}
+
+/// `[registry]`: which published models stay on disk.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RegistryConfig {
+    /// The newest this many models (the latest among them).
+    pub keep_last: usize,
+    /// And the best this many by evaluation survival (Wilson 95 % lower bound, so one
+    /// lucky episode does not beat a hundred good ones).
+    pub keep_best: usize,
+}
+
+impl Default for RegistryConfig {
+    fn default() -> Self {
+        RegistryConfig { keep_last: 5, keep_best: 3 }
+    }
+}
+
+/// `[stats]`: the dashboard's time series.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StatsConfig {
+    /// Seconds between samples.
+    pub interval_secs: f64,
+    /// Samples kept (3600 at 2 s: the last two hours).
+    pub history: usize,
+    /// Finished episodes kept for the reward and survival averages.
+    pub recent_episodes: usize,
+}
+
+impl Default for StatsConfig {
+    fn default() -> Self {
+        StatsConfig { interval_secs: 2.0, history: 3600, recent_episodes: 1000 }
+    }
+}
+
+impl Config {
+    /// Parse a TOML file; unknown keys are errors (a typo must not silently fall back
+    /// to a default).
+    pub fn from_file(path: &Path) -> anyhow::Result<Config> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading config {}", path.display()))?;
+        toml::from_str(&text).with_context(|| format!("parsing config {}", path.display()))
+    }
+
+    /// The token, if any (an empty string counts as none).
+    pub fn token(&self) -> Option<&str> {
+        self.server.token.as_deref().filter(|t| !t.is_empty())
+    }
+
+    /// Every value in range, and a token unless explicitly running without one.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        if self.token().is_none() && !self.server.insecure_no_token {
+            bail!(
+                "refusing to start without a token: workers authenticate with it. Pass --token TOKEN \
+                 (or set SHINE_TOKEN, or `token` under [server] in the config). \
+                 --insecure-no-token accepts every upload from anyone: local experiments only."
+            );
+        }
+        let s = &self.server;
+        if s.max_upload_bytes < shine_agent::experience::HEADER_LEN {
+            bail!("[server] max_upload_bytes = {} is smaller than an upload header", s.max_upload_bytes);
+        }
+        if s.dedup_window == 0 {
+            bail!("[server] dedup_window must be at least 1");
+        }
+        let g = &self.game;
+        g.action_set()?;
+        g.task()?;
+        if !(1..=9).contains(&g.cpu_level) {
+            bail!("[game] cpu_level = {} must be in 1..=9", g.cpu_level);
+        }
+        for (name, v) in [("cpu_level_top_share", g.cpu_level_top_share), ("eval_share", g.eval_share)] {
+            if !(0.0..=1.0).contains(&v) {
+                bail!("[game] {name} = {v} must be in [0, 1]");
+            }
+        }
+        let w = &self.workers;
+        for (name, v) in [
+            ("upload_every_secs", w.upload_every_secs),
+            ("model_poll_secs", w.model_poll_secs),
+            ("heartbeat_secs", w.heartbeat_secs),
+            ("worker_timeout_secs", w.worker_timeout_secs),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                bail!("[workers] {name} = {v} must be a positive number of seconds");
+            }
+        }
+        if w.upload_every_transitions == 0 || w.upload_every_transitions > shine_agent::experience::MAX_COUNT {
+            bail!("[workers] upload_every_transitions must be in 1..={}", shine_agent::experience::MAX_COUNT);
+        }
+        if let Some(e) = w.epsilon {
+            if !(0.0..=1.0).contains(&e) {
+                bail!("[workers] epsilon = {e} must be in [0, 1]");
+            }
+        }
+        if !(w.epsilon_base > 0.0 && w.epsilon_base <= 1.0) || !(w.epsilon_alpha.is_finite() && w.epsilon_alpha >= 0.0) {
+            bail!("[workers] epsilon_base must be in (0, 1] and epsilon_alpha >= 0");
+        }
+        if self.registry.keep_last == 0 {
+            bail!("[registry] keep_last must be at least 1 (the latest model)");
+        }
+        let st = &self.stats;
+        if !(st.interval_secs.is_finite() && st.interval_secs >= 0.05) || st.history == 0 || st.recent_episodes == 0 {
+            bail!("[stats] interval_secs must be >= 0.05, history and recent_episodes at least 1");
+        }
+        self.dqn.validate()?;
+        self.replay.validate()?;
+        self.trainer.validate(&self.replay)?;
+        Ok(())
+    }
+}
+
+/// `shine-manager`: the learner service.
+#[derive(Debug, Parser)]
+#[command(
+    name = "shine-manager",
+    version,
+    about = "Shine's learner service: takes gameplay uploads from workers, trains a Dueling DQN, publishes models.",
+    long_about = "Shine's learner service: takes gameplay uploads from workers over HTTP, keeps the \
+replay on the training device, trains a Dueling DQN, and publishes models that workers download.\n\n\
+Every setting lives in a TOML file (configs/manager.toml documents each one); the flags below \
+override the file, and each flag can also come from the environment variable shown. \
+The token is required: run with --token (or SHINE_TOKEN), or --insecure-no-token for a local experiment.\n\n\
+Stops cleanly on Ctrl-C or SIGTERM: stops accepting requests, writes a final checkpoint, exits 0. \
+A restart with the same --data-dir continues from that checkpoint. Log level: RUST_LOG (default info)."
+)]
+pub struct Cli {
+    /// TOML config file (see configs/manager.toml); built-in defaults without one.
+    #[arg(long, short, env = "SHINE_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Address to listen on, e.g. 0.0.0.0:8080 ([server] listen).
+    #[arg(long, env = "SHINE_LISTEN", value_name = "ADDR")]
+    pub listen: Option<String>,
+    /// Checkpoints and published models go here ([server] data_dir).
+    #[arg(long, env = "SHINE_DATA_DIR", value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Bearer token that workers must send ([server] token).
+    #[arg(long, env = "SHINE_TOKEN", value_name = "TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Accept writes without any token. For local experiments only.
+    #[arg(long)]
+    pub insecure_no_token: bool,
+    /// Training device: auto (CUDA when present), cpu, cuda or cuda:N ([trainer] device).
+    #[arg(long, env = "SHINE_DEVICE", value_name = "DEVICE")]
+    pub device: Option<String>,
+    /// Print the effective configuration as TOML and exit.
+    #[arg(long)]
+    pub print_config: bool,
+}
+
+impl Cli {
+    /// Defaults, then the file, then flags and environment; validated.
+    pub fn config(&self) -> anyhow::Result<Config> {
+        let mut c = match &self.config {
+            Some(path) => Config::from_file(path)?,
+            None => Config::default(),
+        };
+        if let Some(v) = &self.listen {
+            c.server.listen = v.clone();
+        }
+        if let Some(v) = &self.data_dir {
+            c.server.data_dir = v.clone();
+        }
+        if let Some(v) = &self.token {
+            c.server.token = Some(v.clone());
+        }
+        if self.insecure_no_token {
+            c.server.insecure_no_token = true;
+        }
+        if let Some(v) = &self.device {
+            c.trainer.device = v.clone();
+        }
+        Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shipped_config_parses_and_equals_the_defaults() {
+        // configs/manager.toml documents every knob with its default value: if a field
+        // is added or a default changes, this fails until the file says so too.
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/manager.toml");
+        let mut c = Config::from_file(&path).unwrap();
+        assert_eq!(c.server.token, None, "the shipped file must not carry a token");
+        c.server.insecure_no_token = false;
+        assert_eq!(c, Config::default());
+        let text = std::fs::read_to_string(&path).unwrap();
+        let defaults = toml::Value::try_from(Config::default()).unwrap();
+        for (section, table) in defaults.as_table().unwrap() {
+            for key in table.as_table().unwrap().keys() {
+                assert!(text.contains(&format!("{key} =")) || text.contains(&format!("# {key} =")), "configs/manager.toml does not document [{section}] {key}");
+            }
+        }
+    }
+
+    #[test]
+    fn flags_override_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("m.toml");
+        std::fs::write(&file, "[server]\nlisten = \"1.2.3.4:1\"\ndata_dir = \"/x\"\ntoken = \"file\"\n").unwrap();
+        let cli = Cli::parse_from(["shine-manager", "--config", file.to_str().unwrap(), "--listen", "127.0.0.1:9", "--token", "flag"]);
+        let c = cli.config().unwrap();
+        assert_eq!(c.server.listen, "127.0.0.1:9");
+        assert_eq!(c.server.token.as_deref(), Some("flag"));
+        assert_eq!(c.server.data_dir, PathBuf::from("/x"), "file value kept where no flag is given");
+    }
+
+    #[test]
+    fn no_token_is_refused_unless_insecure() {
+        let mut c = Config::default();
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.contains("--token") && err.contains("--insecure-no-token"), "{err}");
+        c.server.token = Some(String::new());
+        assert!(c.validate().is_err(), "an empty token is no token");
+        c.server.insecure_no_token = true;
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn typos_are_errors() {
+        assert!(toml::from_str::<Config>("[server]\nlisten_addr = \"x\"\n").is_err());
+        assert!(toml::from_str::<Config>("[serverr]\n").is_err());
+    }
+}

@@ -1,0 +1,151 @@
+//! The API's one error type: each variant names its HTTP status, and every error goes
+//! out as `{"error": {"code", "message"}}` (docs/api.md). A 5xx tells the client only
+//! "internal error"; the cause is logged once, here, inside the request's span.
+
+use axum::extract::rejection::JsonRejection;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use shine_agent::experience::WireError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// 401: no bearer token, or the wrong one.
+    #[error("missing or wrong bearer token")]
+    Unauthorized,
+    /// 404.
+    #[error("{0}")]
+    NotFound(String),
+    /// 400: bad JSON, a malformed request.
+    #[error("{message}")]
+    BadRequest { code: &'static str, message: String },
+    /// 413: the body is over the limit.
+    #[error("body is larger than the limit of {limit} bytes")]
+    PayloadTooLarge { limit: usize },
+    /// 415.
+    #[error("{0}")]
+    UnsupportedMediaType(String),
+    /// 422: well-formed but invalid content.
+    #[error("{message}")]
+    Unprocessable { code: &'static str, message: String },
+    /// 400 or 422 by what is wrong with an experience upload.
+    #[error(transparent)]
+    Upload(#[from] WireError),
+    /// 503: the trainer's ingest queue is full; retry with backoff.
+    #[error("the trainer's ingest queue is full: retry later")]
+    Busy,
+    /// 500; the cause is logged, never sent.
+    #[error("internal error")]
+    Internal(#[from] anyhow::Error),
+}
+
+impl ApiError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::BadRequest { .. } => StatusCode::BAD_REQUEST,
+            ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::Unprocessable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::Upload(e) => upload_status(e),
+            ApiError::Busy => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The machine-readable `code` of the body.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ApiError::Unauthorized => "unauthorized",
+            ApiError::NotFound(_) => "not_found",
+            ApiError::BadRequest { code, .. } | ApiError::Unprocessable { code, .. } => code,
+            ApiError::PayloadTooLarge { .. } => "payload_too_large",
+            ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
+            ApiError::Upload(e) => upload_code(e),
+            ApiError::Busy => "busy",
+            ApiError::Internal(_) => "internal",
+        }
+    }
+
+    /// The label of `shine_uploads_rejected_total{reason}` for a rejected upload.
+    pub fn reject_reason(&self) -> &'static str {
+        match self {
+            ApiError::Upload(e) => e.reason(),
+            ApiError::Unauthorized => "auth",
+            ApiError::PayloadTooLarge { .. } => "oversized",
+            ApiError::UnsupportedMediaType(_) => "content_type",
+            ApiError::Busy => "busy",
+            _ => "other",
+        }
+    }
+}
+
+/// Malformed framing is 400; a well-formed upload whose content does not fit (dims,
+/// counts, values) is 422 (docs/api.md).
+fn upload_status(e: &WireError) -> StatusCode {
+    use WireError::*;
+    match e {
+        Truncated(_) | BadMagic(_) | BadVersion(_) | BadFlags(_) | Reserved | PayloadLength { .. } | Compression(_) => StatusCode::BAD_REQUEST,
+        BadDims(_) | BadNStep { .. } | BadCount(_) | CountMismatch { .. } | NotFinite { .. } | BadAction { .. } | BadTerminal { .. } => {
+            StatusCode::UNPROCESSABLE_ENTITY
+        }
+    }
+}
+
+fn upload_code(e: &WireError) -> &'static str {
+    use WireError::*;
+    match e {
+        Truncated(_) => "truncated",
+        BadMagic(_) => "bad_magic",
+        BadVersion(_) => "bad_version",
+        BadFlags(_) => "bad_flags",
+        Reserved => "reserved_not_zero",
+        PayloadLength { .. } => "payload_length",
+        Compression(_) => "bad_compression",
+        BadDims(_) => "bad_dims",
+        BadNStep { .. } => "bad_n_step",
+        BadCount(_) => "bad_count",
+        CountMismatch { .. } => "count_mismatch",
+        NotFinite { .. } => "not_finite",
+        BadAction { .. } => "bad_action",
+        BadTerminal { .. } => "bad_terminal",
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(r: JsonRejection) -> Self {
+        let message = r.body_text();
+        match r.status() {
+            StatusCode::UNSUPPORTED_MEDIA_TYPE => ApiError::UnsupportedMediaType(message),
+            StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge { limit: crate::api::JSON_LIMIT },
+            StatusCode::UNPROCESSABLE_ENTITY => ApiError::Unprocessable { code: "invalid_json", message },
+            _ => ApiError::BadRequest { code: "bad_json", message },
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        let message = match &self {
+            ApiError::Internal(e) => {
+                // The one place a 5xx's cause is logged; the client learns nothing of it.
+                tracing::error!(error = format!("{e:#}"), "internal error");
+                "internal error".to_string()
+            }
+            other => other.to_string(),
+        };
+        let body = serde_json::json!({ "error": { "code": self.code(), "message": message } });
+        let mut resp = (status, Json(body)).into_response();
+        if status == StatusCode::UNAUTHORIZED {
+            resp.headers_mut().insert(axum::http::header::WWW_AUTHENTICATE, axum::http::HeaderValue::from_static("Bearer"));
+        }
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            resp.headers_mut().insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from_static("1"));
+        }
+        resp
+    }
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;

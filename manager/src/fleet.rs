@@ -1,0 +1,240 @@
+//! The worker registry: ids, liveness, and the Ape-X epsilon ladder.
+//!
+//! Each live worker holds a *slot* `i` (the smallest free one when it registers); its
+//! epsilon is `base^(1 + alpha * i / (N - 1))` (Ape-X: base 0.4, alpha 7), so slot 0
+//! explores most (0.4) and the last slot least (0.4^8 = 0.00066). `N` is the configured
+//! fleet size, or the live worker count when that is 0 (or smaller than the slots in
+//! use); with `N = 1` the single worker gets `base`. Workers learn a changed epsilon
+//! from each heartbeat reply.
+//!
+//! A worker not heard from for `worker_timeout_secs` is dropped and its slot is free
+//! for the next registration; if it comes back, its heartbeat is answered 404 and it
+//! registers again (as after a manager restart, when the registry starts empty: it is
+//! not persisted, workers re-register within one heartbeat).
+//!
+//! Time is passed in (`now`) so tests drive it without sleeping.
+
+use crate::config::WorkersConfig;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+/// What a worker says about itself at registration.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct WorkerInfo {
+    #[serde(default)]
+    pub host: String,
+    #[serde(default)]
+    pub backend: String,
+    #[serde(default)]
+    pub envs: u32,
+    #[serde(default)]
+    pub version: String,
+}
+
+/// Heartbeat body: the worker's own counters.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Heartbeat {
+    #[serde(default)]
+    pub frames: u64,
+    #[serde(default)]
+    pub env_fps: f64,
+    #[serde(default)]
+    pub skipped_frames: u64,
+    #[serde(default)]
+    pub episodes: u64,
+    #[serde(default)]
+    pub model_version: u64,
+    #[serde(default)]
+    pub spooled_batches: u64,
+}
+
+#[derive(Debug, Clone)]
+struct Worker {
+    info: WorkerInfo,
+    slot: u32,
+    registered: Instant,
+    last_seen: Instant,
+    last: Heartbeat,
+    uploads: u64,
+    transitions: u64,
+}
+
+/// A worker as the dashboard sees it.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkerView {
+    pub worker_id: u32,
+    pub slot: u32,
+    pub epsilon: f64,
+    #[serde(flatten)]
+    pub info: WorkerInfo,
+    pub uptime_secs: f64,
+    pub last_seen_secs: f64,
+    pub uploads: u64,
+    pub transitions: u64,
+    #[serde(flatten)]
+    pub heartbeat: Heartbeat,
+}
+
+pub struct Fleet {
+    cfg: WorkersConfig,
+    timeout: Duration,
+    next_id: u32,
+    workers: BTreeMap<u32, Worker>,
+}
+
+impl Fleet {
+    pub fn new(cfg: WorkersConfig) -> Fleet {
+        let timeout = Duration::from_secs_f64(cfg.worker_timeout_secs);
+        Fleet { cfg, timeout, next_id: 1, workers: BTreeMap::new() }
+    }
+
+    /// Drop workers not heard from within the timeout; returns how many went.
+    pub fn sweep(&mut self, now: Instant) -> usize {
+        let before = self.workers.len();
+        let timeout = self.timeout;
+        self.workers.retain(|id, w| {
+            let alive = now.saturating_duration_since(w.last_seen) < timeout;
+            if !alive {
+                tracing::info!(worker_id = id, host = %w.info.host, slot = w.slot, "worker timed out; its slot is free");
+            }
+            alive
+        });
+        before - self.workers.len()
+    }
+
+    /// Register a worker: a new id and the smallest free ladder slot.
+    pub fn register(&mut self, info: WorkerInfo, now: Instant) -> (u32, f64) {
+        self.sweep(now);
+        let used: BTreeSet<u32> = self.workers.values().map(|w| w.slot).collect();
+        let slot = (0..).find(|s| !used.contains(s)).expect("a free slot");
+        let id = self.next_id;
+        self.next_id = self.next_id.checked_add(1).unwrap_or(1);
+        self.workers.insert(id, Worker { info, slot, registered: now, last_seen: now, last: Heartbeat::default(), uploads: 0, transitions: 0 });
+        (id, self.epsilon_of_slot(slot))
+    }
+
+    /// Record a heartbeat; `None` if the id is unknown (or timed out).
+    pub fn heartbeat(&mut self, id: u32, hb: Heartbeat, now: Instant) -> Option<f64> {
+        self.sweep(now);
+        let w = self.workers.get_mut(&id)?;
+        w.last_seen = now;
+        w.last = hb;
+        let slot = w.slot;
+        Some(self.epsilon_of_slot(slot))
+    }
+
+    /// Any contact from a known worker (an upload, episodes) keeps it alive.
+    pub fn touch(&mut self, id: u32, transitions: u64, now: Instant) {
+        if let Some(w) = self.workers.get_mut(&id) {
+            w.last_seen = now;
+            if transitions > 0 {
+                w.uploads += 1;
+                w.transitions += transitions;
+            }
+        }
+    }
+
+    pub fn live(&self) -> usize {
+        self.workers.len()
+    }
+
+    /// N of the ladder.
+    fn ladder_size(&self) -> u32 {
+        let highest_slot = self.workers.values().map(|w| w.slot + 1).max().unwrap_or(0);
+        self.cfg.fleet_size.max(self.workers.len() as u32).max(highest_slot)
+    }
+
+    pub fn epsilon_of_slot(&self, slot: u32) -> f64 {
+        if let Some(e) = self.cfg.epsilon {
+            return e;
+        }
+        ladder(self.cfg.epsilon_base, self.cfg.epsilon_alpha, slot, self.ladder_size())
+    }
+
+    pub fn list(&self, now: Instant) -> Vec<WorkerView> {
+        self.workers
+            .iter()
+            .map(|(&id, w)| WorkerView {
+                worker_id: id,
+                slot: w.slot,
+                epsilon: self.epsilon_of_slot(w.slot),
+                info: w.info.clone(),
+                uptime_secs: now.saturating_duration_since(w.registered).as_secs_f64(),
+                last_seen_secs: now.saturating_duration_since(w.last_seen).as_secs_f64(),
+                uploads: w.uploads,
+                transitions: w.transitions,
+                heartbeat: w.last.clone(),
+            })
+            .collect()
+    }
+}
+
+/// Ape-X: `eps_i = base^(1 + alpha * i / (n - 1))`, `base` when `n <= 1`.
+pub fn ladder(base: f64, alpha: f64, i: u32, n: u32) -> f64 {
+    if n <= 1 {
+        return base;
+    }
+    let i = i.min(n - 1);
+    base.powf(1.0 + alpha * i as f64 / (n - 1) as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fleet(fleet_size: u32) -> Fleet {
+        Fleet::new(WorkersConfig { fleet_size, worker_timeout_secs: 10.0, ..Default::default() })
+    }
+
+    #[test]
+    fn ladder_ends_are_ape_x() {
+        assert!((ladder(0.4, 7.0, 0, 8) - 0.4).abs() < 1e-12);
+        assert!((ladder(0.4, 7.0, 7, 8) - 0.4f64.powi(8)).abs() < 1e-12);
+        assert_eq!(ladder(0.4, 7.0, 0, 1), 0.4);
+        let mid = ladder(0.4, 7.0, 3, 8);
+        assert!(mid < 0.4 && mid > 0.4f64.powi(8));
+    }
+
+    #[test]
+    fn slots_follow_live_workers_and_are_reused_after_timeout() {
+        let t0 = Instant::now();
+        let mut f = fleet(0);
+        let (a, ea) = f.register(WorkerInfo::default(), t0);
+        assert_eq!(ea, 0.4, "a lone worker explores at base");
+        let (b, eb) = f.register(WorkerInfo::default(), t0);
+        assert!((eb - 0.4f64.powi(8)).abs() < 1e-12, "second of two is the greedy end: {eb}");
+        assert_ne!(a, b);
+        // a keeps beating, b goes silent.
+        let t1 = t0 + Duration::from_secs(6);
+        f.heartbeat(a, Heartbeat::default(), t1).unwrap();
+        let t2 = t0 + Duration::from_secs(11);
+        assert_eq!(f.heartbeat(b, Heartbeat::default(), t2), None, "b timed out");
+        assert_eq!(f.live(), 1);
+        assert_eq!(f.heartbeat(a, Heartbeat::default(), t2), Some(0.4), "a alone again: N = 1");
+        let (c, ec) = f.register(WorkerInfo::default(), t2);
+        assert!(c != a && c != b);
+        assert_eq!(f.list(t2).iter().find(|w| w.worker_id == c).unwrap().slot, 1, "b's slot reused");
+        assert!((ec - 0.4f64.powi(8)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn fleet_size_fixes_epsilons_from_the_start() {
+        let t0 = Instant::now();
+        let mut f = fleet(4);
+        let (_, e0) = f.register(WorkerInfo::default(), t0);
+        let (_, e1) = f.register(WorkerInfo::default(), t0);
+        assert_eq!(e0, 0.4);
+        assert!((e1 - ladder(0.4, 7.0, 1, 4)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn uploads_keep_a_worker_alive() {
+        let t0 = Instant::now();
+        let mut f = fleet(0);
+        let (a, _) = f.register(WorkerInfo::default(), t0);
+        f.touch(a, 100, t0 + Duration::from_secs(8));
+        assert!(f.heartbeat(a, Heartbeat::default(), t0 + Duration::from_secs(15)).is_some());
+        assert_eq!(f.list(t0 + Duration::from_secs(15))[0].transitions, 100);
+    }
+}

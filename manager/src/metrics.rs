@@ -1,0 +1,87 @@
+//! Prometheus metrics (`GET /metrics`), with the `prometheus` crate and a registry of
+//! our own (no process-global state, so tests can run managers side by side).
+//!
+//! Names are the ones DESIGN.md fixes and the dashboard and workers also use:
+//! `shine_experiences_total` (transitions accepted by the API), `shine_train_steps_total`,
+//! `shine_model_version`, `shine_replay_size`, `shine_uploads_rejected_total{reason}`
+//! (reason: the wire format's labels — truncated, magic, version, dims, header, count,
+//! compression, nan, values — and auth, oversized, content_type, busy), `shine_workers`.
+//! Values owned by the trainer are refreshed from its stats at every scrape.
+
+use crate::trainer::TrainerStats;
+use prometheus::{Encoder, Gauge, IntCounter, IntCounterVec, IntGauge, Opts, Registry, TextEncoder};
+
+pub struct Metrics {
+    registry: Registry,
+    pub experiences: IntCounter,
+    pub uploads: IntCounter,
+    pub duplicates: IntCounter,
+    pub rejected: IntCounterVec,
+    pub train_steps: IntCounter,
+    pub model_version: IntGauge,
+    pub replay_size: IntGauge,
+    pub workers: IntGauge,
+    pub episodes: IntCounter,
+    pub loss: Gauge,
+    pub mean_q: Gauge,
+    pub samples_per_insert: Gauge,
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let registry = Registry::new();
+        fn reg<T: prometheus::core::Collector + Clone + 'static>(r: &Registry, m: T) -> T {
+            r.register(Box::new(m.clone())).expect("metric names are unique");
+            m
+        }
+        let counter = |name: &str, help: &str| reg(&registry, IntCounter::new(name, help).expect("valid metric"));
+        let gauge = |name: &str, help: &str| reg(&registry, IntGauge::new(name, help).expect("valid metric"));
+        let fgauge = |name: &str, help: &str| reg(&registry, Gauge::new(name, help).expect("valid metric"));
+        Metrics {
+            experiences: counter("shine_experiences_total", "Transitions accepted from workers"),
+            uploads: counter("shine_uploads_total", "Experience uploads accepted"),
+            duplicates: counter("shine_uploads_duplicate_total", "Uploads dropped as repeats of an accepted upload_id"),
+            rejected: reg(
+                &registry,
+                IntCounterVec::new(Opts::new("shine_uploads_rejected_total", "Experience uploads rejected, by reason"), &["reason"]).expect("valid metric"),
+            ),
+            train_steps: counter("shine_train_steps_total", "Gradient steps taken by the trainer"),
+            model_version: gauge("shine_model_version", "Version of the latest published model"),
+            replay_size: gauge("shine_replay_size", "Transitions held in the replay"),
+            workers: gauge("shine_workers", "Live workers"),
+            episodes: counter("shine_episodes_total", "Finished episodes reported by workers"),
+            loss: fgauge("shine_loss", "Recent mean TD loss"),
+            mean_q: fgauge("shine_mean_q", "Recent mean Q of the sampled actions"),
+            samples_per_insert: fgauge("shine_samples_per_insert", "Transitions sampled for training per transition inserted"),
+            registry,
+        }
+    }
+
+    /// Bring the trainer-owned values up to date. The step counter is a Prometheus
+    /// counter: it advances by the difference (and a resumed trainer starts it at the
+    /// checkpoint's count).
+    pub fn observe_trainer(&self, s: &TrainerStats) {
+        let seen = self.train_steps.get();
+        if s.train_steps > seen {
+            self.train_steps.inc_by(s.train_steps - seen);
+        }
+        self.replay_size.set(s.replay_len as i64);
+        self.model_version.set(s.model_version as i64);
+        self.loss.set(s.loss);
+        self.mean_q.set(s.mean_q);
+        self.samples_per_insert.set(s.samples_per_insert);
+    }
+
+    /// The text exposition format.
+    pub fn render(&self) -> String {
+        let mut out = Vec::new();
+        TextEncoder::new().encode(&self.registry.gather(), &mut out).expect("text encoding into a Vec");
+        String::from_utf8(out).expect("prometheus text is UTF-8")
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}

@@ -1,0 +1,289 @@
+//! The model registry: published models on disk, and which of them to keep.
+//!
+//! Layout under `{data_dir}/models/`:
+//! ```text
+//! model-0000000007.safetensors   the model file, byte for byte what workers download
+//! index.json                     per version: created time, evaluation tallies
+//! ```
+//! Files are written to a temporary name, synced and renamed, so a crash never leaves
+//! a half-written model under a real name. The version and train step come from each
+//! file's own metadata on start; `index.json` adds what a file cannot hold (evaluation
+//! results that arrive after publishing).
+//!
+//! Kept: the newest `keep_last` (the latest among them) and the best `keep_best` by
+//! evaluation survival, ranked by the Wilson 95 % lower bound so that one lucky episode
+//! does not beat a hundred good ones. Every kept file is also held in memory (about
+//! 0.6 MB each), so downloads never touch the disk.
+//!
+//! Concurrency: a std `RwLock`; the trainer thread publishes (rarely, and may block on
+//! the file system there), request handlers read (a clone of `Bytes` under the lock).
+
+use crate::config::RegistryConfig;
+use anyhow::Context;
+use axum::body::Bytes;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::RwLock;
+
+/// One published model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelEntry {
+    pub version: u64,
+    pub train_step: u64,
+    pub created_unix: u64,
+    pub bytes: u64,
+    /// Evaluation episodes played with this model, and how many survived the minute.
+    pub eval_episodes: u64,
+    pub eval_survived: u64,
+}
+
+impl ModelEntry {
+    pub fn eval_survival(&self) -> Option<f64> {
+        (self.eval_episodes > 0).then(|| self.eval_survived as f64 / self.eval_episodes as f64)
+    }
+    /// Ranking score for "best": the Wilson 95 % lower bound.
+    fn eval_score(&self) -> Option<f64> {
+        (self.eval_episodes > 0).then(|| shine_agent::stats::wilson95(self.eval_survived, self.eval_episodes).0)
+    }
+}
+
+#[derive(Default, Serialize, Deserialize)]
+struct Index {
+    models: Vec<ModelEntry>,
+}
+
+struct Kept {
+    entry: ModelEntry,
+    file: Bytes,
+}
+
+pub struct Registry {
+    dir: PathBuf,
+    cfg: RegistryConfig,
+    models: RwLock<BTreeMap<u64, Kept>>,
+}
+
+fn file_name(version: u64) -> String {
+    format!("model-{version:010}.safetensors")
+}
+
+fn now_unix() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// Write `bytes` to `path` atomically: temporary file, fsync, rename, fsync the directory.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let tmp = path.with_extension("tmp");
+    let mut f = std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+    f.write_all(bytes).with_context(|| format!("writing {}", tmp.display()))?;
+    f.sync_all()?;
+    drop(f);
+    std::fs::rename(&tmp, path).with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
+    if let Some(dir) = path.parent() {
+        // Make the rename itself durable; not all file systems allow opening a
+        // directory, and the data is already safe, so a failure here is ignored.
+        let _ = std::fs::File::open(dir).and_then(|d| d.sync_all());
+    }
+    Ok(())
+}
+
+impl Registry {
+    /// Open (creating) `{data_dir}/models` and load what is there.
+    pub fn open(data_dir: &Path, cfg: RegistryConfig) -> anyhow::Result<Registry> {
+        let dir = data_dir.join("models");
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let index: Index = match std::fs::read(dir.join("index.json")) {
+            Ok(b) => serde_json::from_slice(&b).unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "models/index.json unreadable; evaluation results start afresh");
+                Index::default()
+            }),
+            Err(_) => Index::default(),
+        };
+        let known: BTreeMap<u64, ModelEntry> = index.models.into_iter().map(|e| (e.version, e)).collect();
+        let mut models = BTreeMap::new();
+        for de in std::fs::read_dir(&dir)? {
+            let path = de?.path();
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if name.ends_with(".tmp") {
+                let _ = std::fs::remove_file(&path);
+                continue;
+            }
+            if !(name.starts_with("model-") && name.ends_with(".safetensors")) {
+                continue;
+            }
+            let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+            let meta = match shine_agent::model::QNet::load(&bytes) {
+                Ok(net) => net.meta().clone(),
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "skipping a model file that does not load");
+                    continue;
+                }
+            };
+            let prev = known.get(&meta.model_version);
+            let entry = ModelEntry {
+                version: meta.model_version,
+                train_step: meta.train_step,
+                created_unix: prev.map_or_else(now_unix, |p| p.created_unix),
+                bytes: bytes.len() as u64,
+                eval_episodes: prev.map_or(0, |p| p.eval_episodes),
+                eval_survived: prev.map_or(0, |p| p.eval_survived),
+            };
+            models.insert(entry.version, Kept { entry, file: Bytes::from(bytes) });
+        }
+        if let Some((v, _)) = models.last_key_value() {
+            tracing::info!(models = models.len(), latest = v, dir = %dir.display(), "model registry loaded");
+        }
+        Ok(Registry { dir, cfg, models: RwLock::new(models) })
+    }
+
+    /// Store a newly published model and prune. A version at or below an existing one
+    /// means the trainer resumed from a checkpoint older than models published after it
+    /// (a crash): those newer files belong to a lost run and are removed, so "latest"
+    /// is always what the trainer holds.
+    pub fn publish(&self, version: u64, train_step: u64, file: Vec<u8>) -> anyhow::Result<()> {
+        let path = self.dir.join(file_name(version));
+        write_atomic(&path, &file)?;
+        let mut models = self.models.write().expect("registry lock");
+        let stale: Vec<u64> = models.range(version + 1..).map(|(v, _)| *v).collect();
+        if !stale.is_empty() {
+            tracing::warn!(?stale, version, "dropping models newer than the trainer's (published after its last checkpoint)");
+        }
+        for v in stale {
+            models.remove(&v);
+            let _ = std::fs::remove_file(self.dir.join(file_name(v)));
+        }
+        let prev = models.get(&version).map(|k| k.entry.clone());
+        let entry = ModelEntry {
+            version,
+            train_step,
+            created_unix: now_unix(),
+            bytes: file.len() as u64,
+            // The same version republished (a restart) keeps its evaluation record.
+            eval_episodes: prev.as_ref().filter(|p| p.train_step == train_step).map_or(0, |p| p.eval_episodes),
+            eval_survived: prev.as_ref().filter(|p| p.train_step == train_step).map_or(0, |p| p.eval_survived),
+        };
+        models.insert(version, Kept { entry, file: Bytes::from(file) });
+        self.prune(&mut models);
+        self.write_index(&models)?;
+        tracing::info!(version, train_step, "model published");
+        Ok(())
+    }
+
+    /// Attach evaluation episodes to the model they were played with. Results for a
+    /// model no longer kept are dropped (it can no longer be offered).
+    pub fn record_eval(&self, version: u64, episodes: u64, survived: u64) -> anyhow::Result<bool> {
+        let mut models = self.models.write().expect("registry lock");
+        let Some(k) = models.get_mut(&version) else { return Ok(false) };
+        k.entry.eval_episodes += episodes;
+        k.entry.eval_survived += survived;
+        self.prune(&mut models);
+        self.write_index(&models)?;
+        Ok(true)
+    }
+
+    fn prune(&self, models: &mut BTreeMap<u64, Kept>) {
+        let mut keep: Vec<u64> = models.keys().rev().take(self.cfg.keep_last).copied().collect();
+        let mut scored: Vec<(f64, u64)> = models.values().filter_map(|k| k.entry.eval_score().map(|s| (s, k.entry.version))).collect();
+        // Best score first; among equals the newer model.
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
+        keep.extend(scored.iter().take(self.cfg.keep_best).map(|(_, v)| *v));
+        let drop: Vec<u64> = models.keys().filter(|v| !keep.contains(v)).copied().collect();
+        for v in drop {
+            models.remove(&v);
+            if let Err(e) = std::fs::remove_file(self.dir.join(file_name(v))) {
+                tracing::warn!(version = v, error = %e, "could not remove a pruned model file");
+            }
+        }
+    }
+
+    fn write_index(&self, models: &BTreeMap<u64, Kept>) -> anyhow::Result<()> {
+        let index = Index { models: models.values().map(|k| k.entry.clone()).collect() };
+        write_atomic(&self.dir.join("index.json"), &serde_json::to_vec_pretty(&index)?)
+    }
+
+    /// Kept models, newest first.
+    pub fn list(&self) -> Vec<ModelEntry> {
+        self.models.read().expect("registry lock").values().rev().map(|k| k.entry.clone()).collect()
+    }
+
+    pub fn latest(&self) -> Option<(ModelEntry, Bytes)> {
+        self.models.read().expect("registry lock").last_key_value().map(|(_, k)| (k.entry.clone(), k.file.clone()))
+    }
+
+    pub fn latest_version(&self) -> Option<u64> {
+        self.models.read().expect("registry lock").last_key_value().map(|(v, _)| *v)
+    }
+
+    pub fn get(&self, version: u64) -> Option<(ModelEntry, Bytes)> {
+        self.models.read().expect("registry lock").get(&version).map(|k| (k.entry.clone(), k.file.clone()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use shine_agent::model::{random_weights, save, ModelMeta};
+
+    fn model(version: u64) -> Vec<u8> {
+        let mut meta = ModelMeta::new("untouchable", 5);
+        meta.model_version = version;
+        meta.train_step = version * 100;
+        save(&meta, &random_weights(&meta, &mut rand::rngs::StdRng::seed_from_u64(version))).unwrap()
+    }
+
+    fn files(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir.join("models")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).filter(|n| n.ends_with(".safetensors")).collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn keeps_the_last_k_and_the_best_evaluated() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = Registry::open(dir.path(), RegistryConfig { keep_last: 2, keep_best: 1 }).unwrap();
+        r.publish(1, 100, model(1)).unwrap();
+        r.publish(2, 200, model(2)).unwrap();
+        assert!(r.record_eval(2, 50, 45).unwrap());
+        assert!(r.record_eval(1, 1, 1).unwrap(), "one lucky episode");
+        r.publish(3, 300, model(3)).unwrap();
+        r.publish(4, 400, model(4)).unwrap();
+        let versions: Vec<u64> = r.list().iter().map(|e| e.version).collect();
+        assert_eq!(versions, vec![4, 3, 2], "last two and the best (2 beats 1's single episode)");
+        assert_eq!(files(dir.path()).len(), 3);
+        assert_eq!(r.latest().unwrap().0.version, 4);
+        assert_eq!(r.get(2).unwrap().0.eval_survival(), Some(0.9));
+        assert!(r.get(1).is_none());
+    }
+
+    #[test]
+    fn reopening_restores_models_and_evaluations() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = RegistryConfig { keep_last: 3, keep_best: 1 };
+        let m2 = model(2);
+        {
+            let r = Registry::open(dir.path(), cfg.clone()).unwrap();
+            r.publish(1, 100, model(1)).unwrap();
+            r.publish(2, 200, m2.clone()).unwrap();
+            r.record_eval(2, 10, 7).unwrap();
+        }
+        let r = Registry::open(dir.path(), cfg).unwrap();
+        let (e, bytes) = r.latest().unwrap();
+        assert_eq!((e.version, e.train_step, e.eval_episodes, e.eval_survived), (2, 200, 10, 7));
+        assert!(bytes.as_ref() == m2.as_slice(), "the same bytes come back");
+    }
+
+    #[test]
+    fn publishing_an_older_version_drops_the_lost_future() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = Registry::open(dir.path(), RegistryConfig { keep_last: 5, keep_best: 0 }).unwrap();
+        for v in 1..=3 {
+            r.publish(v, v * 100, model(v)).unwrap();
+        }
+        r.publish(2, 200, model(2)).unwrap();
+        assert_eq!(r.latest_version(), Some(2));
+        assert_eq!(files(dir.path()), vec![file_name(1), file_name(2)]);
+    }
+}

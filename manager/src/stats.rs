@@ -1,0 +1,211 @@
+//! The dashboard's time series: one [`Sample`] every `[stats] interval_secs`, the last
+//! `[stats] history` kept, served by `GET /api/v1/stats`.
+//!
+//! A sample combines the trainer's own counters ([`TrainerStats`]), the API's ingest
+//! counter, the fleet, and the recent finished episodes that workers report (training
+//! episodes for reward and survival, evaluation episodes — greedy, at the top CPU
+//! level — for the evaluation survival the paper reports). Rates are differences
+//! between consecutive samples, so they need nothing from the trainer but counters.
+
+use crate::state::AppState;
+use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio_util::sync::CancellationToken;
+
+/// One point of the series. Names match the Prometheus metrics where both exist.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Sample {
+    /// Unix time in seconds.
+    pub t: f64,
+    /// Transitions accepted per second since the previous sample.
+    pub ingest_per_sec: f64,
+    /// Total transitions accepted by this manager process.
+    pub experiences: u64,
+    /// Transitions the trainer has put into the replay, over the whole run (continues
+    /// across restarts).
+    pub experiences_inserted: u64,
+    pub train_steps: u64,
+    pub train_steps_per_sec: f64,
+    /// Mean TD loss of the latest step read back (null before training starts).
+    pub loss: Option<f64>,
+    pub mean_q: Option<f64>,
+    pub replay_size: u64,
+    /// `replay_size / capacity`, 0..1.
+    pub replay_fill: f64,
+    pub samples_per_insert: f64,
+    pub model_version: u64,
+    pub workers: u64,
+    /// Mean reward of the recent training episodes (null before the first).
+    pub episode_reward: Option<f64>,
+    /// Full-minute survival of the recent training episodes.
+    pub train_survival: Option<f64>,
+    /// Full-minute survival of the recent evaluation episodes.
+    pub eval_survival: Option<f64>,
+}
+
+/// A bounded ring of samples.
+pub struct Series {
+    cap: usize,
+    points: VecDeque<Sample>,
+}
+
+impl Series {
+    pub fn new(cap: usize) -> Self {
+        Series { cap: cap.max(1), points: VecDeque::new() }
+    }
+    pub fn push(&mut self, s: Sample) {
+        if self.points.len() == self.cap {
+            self.points.pop_front();
+        }
+        self.points.push_back(s);
+    }
+    /// Samples strictly after `since` (all when `None`).
+    pub fn since(&self, since: Option<f64>) -> Vec<Sample> {
+        self.points.iter().filter(|p| since.is_none_or(|s| p.t > s)).cloned().collect()
+    }
+    pub fn last(&self) -> Option<&Sample> {
+        self.points.back()
+    }
+}
+
+/// One finished episode as a worker reports it (docs/api.md).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct EpisodeReport {
+    pub frames: u32,
+    pub reward: f64,
+    pub survived: bool,
+    #[serde(default)]
+    pub eval: bool,
+    #[serde(default)]
+    pub cpu_level: u8,
+    #[serde(default)]
+    pub model_version: u64,
+}
+
+/// The recent training and evaluation episodes, each window bounded.
+pub struct EpisodeLog {
+    cap: usize,
+    train: VecDeque<EpisodeReport>,
+    eval: VecDeque<EpisodeReport>,
+    pub total: u64,
+    pub eval_total: u64,
+}
+
+impl EpisodeLog {
+    pub fn new(cap: usize) -> Self {
+        EpisodeLog { cap: cap.max(1), train: VecDeque::new(), eval: VecDeque::new(), total: 0, eval_total: 0 }
+    }
+    pub fn add(&mut self, e: EpisodeReport) {
+        self.total += 1;
+        let q = if e.eval {
+            self.eval_total += 1;
+            &mut self.eval
+        } else {
+            &mut self.train
+        };
+        if q.len() == self.cap {
+            q.pop_front();
+        }
+        q.push_back(e);
+    }
+    fn mean(q: &VecDeque<EpisodeReport>, f: impl Fn(&EpisodeReport) -> f64) -> Option<f64> {
+        (!q.is_empty()).then(|| q.iter().map(f).sum::<f64>() / q.len() as f64)
+    }
+    pub fn train_reward(&self) -> Option<f64> {
+        Self::mean(&self.train, |e| e.reward)
+    }
+    pub fn train_survival(&self) -> Option<f64> {
+        Self::mean(&self.train, |e| e.survived as u8 as f64)
+    }
+    pub fn eval_survival(&self) -> Option<f64> {
+        Self::mean(&self.eval, |e| e.survived as u8 as f64)
+    }
+}
+
+fn unix_now() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// Take one sample now; `prev` (the last sample) gives the rates.
+pub fn sample(state: &AppState, prev: Option<&Sample>) -> Sample {
+    let t = unix_now();
+    let ts = state.trainer.stats();
+    state.metrics.observe_trainer(&ts);
+    let workers = {
+        let mut fleet = state.fleet.lock().expect("fleet lock");
+        fleet.sweep(Instant::now());
+        fleet.live() as u64
+    };
+    state.metrics.workers.set(workers as i64);
+    let experiences = state.metrics.experiences.get();
+    let (episode_reward, train_survival, eval_survival) = {
+        let e = state.episodes.lock().expect("episodes lock");
+        (e.train_reward(), e.train_survival(), e.eval_survival())
+    };
+    let capacity = state.config.replay.capacity.max(1) as f64;
+    let mut s = Sample { t, experiences, workers, episode_reward, train_survival, eval_survival, ..Default::default() };
+    s.train_steps = ts.train_steps;
+    s.experiences_inserted = ts.experiences_total;
+    // NaN before the first train step: null in JSON.
+    s.loss = ts.loss.is_finite().then_some(ts.loss);
+    s.mean_q = ts.mean_q.is_finite().then_some(ts.mean_q);
+    s.replay_size = ts.replay_len as u64;
+    s.replay_fill = ts.replay_len as f64 / capacity;
+    s.samples_per_insert = ts.samples_per_insert;
+    s.model_version = ts.model_version;
+    if let Some(p) = prev {
+        let dt = t - p.t;
+        if dt > 0.0 {
+            s.ingest_per_sec = experiences.saturating_sub(p.experiences) as f64 / dt;
+            s.train_steps_per_sec = s.train_steps.saturating_sub(p.train_steps) as f64 / dt;
+        }
+    }
+    s
+}
+
+/// Sample every `interval` until cancelled.
+pub async fn sampler(state: AppState, stop: CancellationToken) {
+    let period = Duration::from_secs_f64(state.config.stats.interval_secs);
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => break,
+            _ = tick.tick() => {}
+        }
+        let prev = state.series.lock().expect("series lock").last().cloned();
+        let s = sample(&state, prev.as_ref());
+        state.series.lock().expect("series lock").push(s);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn series_is_bounded_and_filters_by_time() {
+        let mut s = Series::new(3);
+        for t in 0..5 {
+            s.push(Sample { t: t as f64, ..Default::default() });
+        }
+        let ts: Vec<f64> = s.since(None).iter().map(|p| p.t).collect();
+        assert_eq!(ts, vec![2.0, 3.0, 4.0]);
+        assert_eq!(s.since(Some(3.0)).len(), 1);
+    }
+
+    #[test]
+    fn episode_windows_separate_eval_from_training() {
+        let mut log = EpisodeLog::new(2);
+        let ep = |reward: f64, survived, eval| EpisodeReport { frames: 3600, reward, survived, eval, cpu_level: 9, model_version: 1 };
+        log.add(ep(1.0, true, false));
+        log.add(ep(3.0, false, false));
+        log.add(ep(5.0, false, false));
+        log.add(ep(0.0, true, true));
+        assert_eq!(log.train_reward(), Some(4.0), "window of 2 keeps the last two");
+        assert_eq!(log.train_survival(), Some(0.0));
+        assert_eq!(log.eval_survival(), Some(1.0));
+        assert_eq!((log.total, log.eval_total), (4, 1));
+    }
+}

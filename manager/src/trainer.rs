@@ -1,0 +1,721 @@
+//! The trainer: one thread that owns the learner, its optimizer and the replay.
+//!
+//! API for the service half:
+//! ```text
+//! let trainer = trainer::spawn(trainer_cfg, replay_cfg, dqn_cfg, action_set, device,
+//!                              &data_dir, |version, train_step, bytes| registry.add(..))?;
+//!     // restores <data_dir>/checkpoint if present; publishes the current model
+//!     // (version 1, random weights, on a fresh start) before returning.
+//! trainer.try_ingest(batch)      // Err(IngestError::Full) -> HTTP 503, Stopped -> 503
+//! trainer.stats()                // TrainerStats: Clone + Serialize, for /stats, /metrics
+//! trainer.client()               // TrainerClient: Clone + Send + Sync, same two methods,
+//!                                // for the axum state
+//! trainer.shutdown()             // on SIGTERM / ctrl-C: final checkpoint, join
+//! trainer::wire_expect(&dqn_cfg, action_set)   // what experience::decode must check
+//! TrainerConfig::device()        // "auto" | "cpu" | "cuda" | "cuda:N" -> tch::Device
+//! ```
+//! Dropping the handle also stops and joins the thread (the guard of STYLE.md), with
+//! the final checkpoint; `shutdown` does the same and returns its error, if any.
+//!
+//! The loop: drain the ingest queue into the replay; if burn-in is done and the
+//! [`RateLimiter`] allows, sample a batch and take a train step; otherwise block on the
+//! queue for a short while (never spin). Every `stats_every` steps the loss and mean Q
+//! come back to the host (the only device sync of the steady state besides block
+//! writes, publishes and checkpoints); every `publish_every` steps a new model version
+//! goes to `publish`; every `checkpoint_every` steps a checkpoint is written.
+//!
+//! Why one thread and a std `sync_channel`: libtorch calls block, so the trainer cannot
+//! live on the async runtime; one owner means the replay and the model need no locks;
+//! the bounded channel is the back-pressure point (a full queue becomes a 503 and the
+//! worker's spool keeps the data until it retries).
+
+use crate::checkpoint::{self, Counters};
+use crate::replay::{Replay, ReplayConfig, ReplayKind};
+use anyhow::{bail, Context};
+use serde::{Deserialize, Serialize};
+use shine_agent::dqn::{DqnConfig, Learner};
+use shine_agent::experience::{Batch, Expect};
+use shine_agent::model::ModelMeta;
+use shine_agent::ActionSet;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TryRecvError, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use thiserror::Error;
+
+/// How long an idle trainer waits on the queue before it looks at the stop flag again.
+const IDLE_WAIT: Duration = Duration::from_millis(50);
+
+/// The `[trainer]` section of `configs/manager.toml`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TrainerConfig {
+    /// Experiences visible in the replay before the first train step (10,000): the
+    /// first batches would otherwise be drawn from a handful of episodes.
+    pub burn_in: usize,
+    /// Target transitions trained per transition inserted; the learner waits when it
+    /// gets ahead. 8 is Nature DQN's ratio (a batch of 32 every 4 agent steps), which
+    /// the paper's hyper-parameters were tuned with. 0 turns the limiter off. When the
+    /// fleet produces faster than the learner trains, the actual ratio falls below the
+    /// target (the replay then drops its oldest rows unsampled); `stats` shows it.
+    pub samples_per_insert: f64,
+    /// Transitions the learner may train ahead of the ratio before it waits, so that
+    /// it does not stop and start for every small upload.
+    pub rate_slack: u64,
+    /// Uploaded batches queued for the trainer; when full, uploads get 503.
+    pub ingest_queue: usize,
+    /// Publish a new model version every this many train steps (1000).
+    pub publish_every: u64,
+    /// Write a checkpoint every this many train steps (0: only at shutdown).
+    pub checkpoint_every: u64,
+    /// Read loss and mean Q back to the host every this many train steps.
+    pub stats_every: u64,
+    /// Training device: `auto` (CUDA when present), `cpu`, `cuda` or `cuda:N`.
+    pub device: String,
+}
+
+impl Default for TrainerConfig {
+    fn default() -> Self {
+        TrainerConfig {
+            burn_in: 10_000,
+            samples_per_insert: 8.0,
+            rate_slack: 1024,
+            ingest_queue: 256,
+            publish_every: 1000,
+            checkpoint_every: 10_000,
+            stats_every: 100,
+            device: "auto".into(),
+        }
+    }
+}
+
+impl TrainerConfig {
+    pub fn validate(&self, replay: &ReplayConfig) -> anyhow::Result<()> {
+        if !(self.samples_per_insert.is_finite() && self.samples_per_insert >= 0.0) {
+            bail!("[trainer] samples_per_insert = {} must be >= 0 (0 turns the rate limiter off)", self.samples_per_insert);
+        }
+        if self.burn_in > replay.capacity {
+            bail!("[trainer] burn_in {} is more than [replay] capacity {}: training would never start", self.burn_in, replay.capacity);
+        }
+        if self.ingest_queue == 0 {
+            bail!("[trainer] ingest_queue must be at least 1");
+        }
+        if self.publish_every == 0 || self.stats_every == 0 {
+            bail!("[trainer] publish_every and stats_every must be at least 1");
+        }
+        self.device()?;
+        Ok(())
+    }
+
+    /// The configured device; asking for CUDA where there is none is an error.
+    pub fn device(&self) -> anyhow::Result<tch::Device> {
+        let d = self.device.trim();
+        let cuda = |i: usize| {
+            if !tch::Cuda::is_available() {
+                bail!("[trainer] device = {d:?} but CUDA is not available (no GPU, or libtorch_cuda.so not linked); use \"auto\" or \"cpu\"");
+            }
+            let n = tch::Cuda::device_count() as usize;
+            if i >= n {
+                bail!("[trainer] device = {d:?} but there are {n} CUDA devices");
+            }
+            Ok(tch::Device::Cuda(i))
+        };
+        match d {
+            "auto" => Ok(tch::Device::cuda_if_available()),
+            "cpu" => Ok(tch::Device::Cpu),
+            "cuda" => cuda(0),
+            _ => match d.strip_prefix("cuda:").and_then(|i| i.parse().ok()) {
+                Some(i) => cuda(i),
+                None => bail!("[trainer] device = {d:?}: expected auto, cpu, cuda or cuda:N"),
+            },
+        }
+    }
+}
+
+/// What `experience::decode` must check for this trainer.
+pub fn wire_expect(dqn: &DqnConfig, actions: ActionSet) -> Expect {
+    Expect { actions: actions.len(), n_step: dqn.n_step }
+}
+
+/// Keeps transitions trained per transition inserted at or under a target (the
+/// learner side of Reverb's `SampleToInsertRatio`).
+#[derive(Debug, Clone)]
+pub struct RateLimiter {
+    samples_per_insert: f64,
+    slack: u64,
+    inserted: u64,
+    sampled: u64,
+}
+
+impl RateLimiter {
+    pub fn new(samples_per_insert: f64, slack: u64) -> Self {
+        RateLimiter { samples_per_insert, slack, inserted: 0, sampled: 0 }
+    }
+    pub fn inserted(&mut self, n: u64) {
+        self.inserted += n;
+    }
+    pub fn sampled(&mut self, n: u64) {
+        self.sampled += n;
+    }
+    /// Whether a batch of `batch` may be trained now without going over budget.
+    pub fn allows(&self, batch: u64) -> bool {
+        self.samples_per_insert == 0.0 || (self.sampled + batch) as f64 <= self.samples_per_insert * self.inserted as f64 + self.slack as f64
+    }
+    /// The ratio so far (0 before anything was inserted).
+    pub fn actual(&self) -> f64 {
+        if self.inserted == 0 { 0.0 } else { self.sampled as f64 / self.inserted as f64 }
+    }
+}
+
+/// Live numbers for the dashboard, `/api/v1/stats` and `/metrics`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct TrainerStats {
+    pub device: String,
+    pub replay_kind: String,
+    pub replay_capacity: usize,
+    /// Transitions visible to sampling.
+    pub replay_len: usize,
+    /// Transitions waiting in host memory for the next block write.
+    pub replay_staged: usize,
+    /// Train steps over the whole run (continues across restarts).
+    pub train_steps: u64,
+    /// Transitions inserted over the whole run.
+    pub experiences_total: u64,
+    /// Transitions inserted since this process started.
+    pub experiences_since_start: u64,
+    /// Burn-in done: the trainer trains when the rate limiter allows.
+    pub training: bool,
+    /// Mean TD loss of the last step read back (`losses/td_loss`); NaN (JSON null)
+    /// before the first.
+    pub loss: f64,
+    /// Mean Q of the taken actions of the last step read back (`losses/q_values`).
+    pub mean_q: f64,
+    /// Gradient norm before clipping, same step.
+    pub grad_norm: f64,
+    /// Transitions trained per transition inserted, since this process started.
+    pub samples_per_insert: f64,
+    pub samples_per_insert_target: f64,
+    /// Version of the model workers download now.
+    pub model_version: u64,
+    /// Train steps per second over the last stats interval (`charts/SPS`).
+    pub train_steps_per_sec: f64,
+    /// Uploads turned away because the queue was full.
+    pub ingest_rejected: u64,
+    pub last_checkpoint_step: Option<u64>,
+    /// False once the thread has ended (shutdown, or a failure: see the log).
+    pub running: bool,
+}
+
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum IngestError {
+    /// The trainer's queue is full: try again later (HTTP 503).
+    #[error("the trainer's ingest queue is full")]
+    Full,
+    /// The trainer has stopped (shutting down, or it failed).
+    #[error("the trainer is not running")]
+    Stopped,
+}
+
+struct Shared {
+    stats: Mutex<TrainerStats>,
+    stop: AtomicBool,
+    rejected: AtomicU64,
+}
+
+/// The cloneable part of the handle: what HTTP handlers need.
+#[derive(Clone)]
+pub struct TrainerClient {
+    tx: SyncSender<Batch>,
+    shared: Arc<Shared>,
+}
+
+impl TrainerClient {
+    /// Queue a validated batch for the replay without blocking.
+    pub fn try_ingest(&self, batch: Batch) -> Result<(), IngestError> {
+        match self.tx.try_send(batch) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Full(_)) => {
+                self.shared.rejected.fetch_add(1, Ordering::Relaxed);
+                Err(IngestError::Full)
+            }
+            Err(TrySendError::Disconnected(_)) => Err(IngestError::Stopped),
+        }
+    }
+
+    pub fn stats(&self) -> TrainerStats {
+        let mut s = self.shared.stats.lock().expect("stats lock").clone();
+        s.ingest_rejected = self.shared.rejected.load(Ordering::Relaxed);
+        s
+    }
+}
+
+/// Owns the trainer thread: dropping it stops the thread and waits for it.
+pub struct TrainerHandle {
+    client: TrainerClient,
+    thread: Option<JoinHandle<anyhow::Result<()>>>,
+}
+
+impl TrainerHandle {
+    pub fn try_ingest(&self, batch: Batch) -> Result<(), IngestError> {
+        self.client.try_ingest(batch)
+    }
+    pub fn stats(&self) -> TrainerStats {
+        self.client.stats()
+    }
+    pub fn client(&self) -> TrainerClient {
+        self.client.clone()
+    }
+    /// Stop after the current step, write the final checkpoint, join the thread.
+    pub fn shutdown(mut self) -> anyhow::Result<()> {
+        self.stop_and_join()
+    }
+
+    fn stop_and_join(&mut self) -> anyhow::Result<()> {
+        self.client.shared.stop.store(true, Ordering::Release);
+        match self.thread.take() {
+            None => Ok(()),
+            Some(t) => match t.join() {
+                Ok(r) => r,
+                Err(_) => bail!("the trainer thread panicked (see the log above)"),
+            },
+        }
+    }
+}
+
+impl Drop for TrainerHandle {
+    fn drop(&mut self) {
+        if let Err(e) = self.stop_and_join() {
+            tracing::error!("trainer: {e:#}");
+        }
+    }
+}
+
+/// Start the trainer; see the module doc. Errors: bad config, a replay that does not
+/// fit, an unreadable checkpoint or one for another action set.
+pub fn spawn(
+    cfg: TrainerConfig,
+    replay_cfg: ReplayConfig,
+    dqn_cfg: DqnConfig,
+    actions: ActionSet,
+    device: tch::Device,
+    data_dir: &Path,
+    publish: impl Fn(u64, u64, Vec<u8>) + Send + 'static,
+) -> anyhow::Result<TrainerHandle> {
+    cfg.validate(&replay_cfg)?;
+    let mut learner = Learner::new(&dqn_cfg, actions.len(), device)?;
+    let replay = Replay::new(&replay_cfg, device)?;
+    let config = serde_json::json!({ "trainer": cfg, "replay": replay_cfg, "dqn": dqn_cfg });
+
+    let (counters, model_file) = match checkpoint::load(data_dir)? {
+        Some(ck) => {
+            if ck.meta.action_set != actions.name() {
+                bail!(
+                    "checkpoint {} was trained with action set {:?}, this manager is configured for {:?}: use another data dir or the same action set",
+                    checkpoint::path(data_dir).display(),
+                    ck.meta.action_set,
+                    actions.name()
+                );
+            }
+            let c = ck.meta.counters.clone();
+            let restored = learner.load_state(&ck.tensors, c.train_step, c.optimizer_steps).with_context(|| format!("restoring {}", checkpoint::path(data_dir).display()))?;
+            if !restored {
+                tracing::warn!("checkpoint has no {:?} optimizer state: starting the optimizer fresh", dqn_cfg.optimizer);
+            }
+            if ck.meta.config != config {
+                tracing::info!("configuration differs from the checkpoint's; continuing with the new one");
+            }
+            tracing::info!(train_step = c.train_step, model_version = c.model_version, "resumed from checkpoint");
+            (c, ck.model_file)
+        }
+        None => {
+            // Version 1: random weights, so that workers always have a model to play.
+            let c = Counters { model_version: 1, ..Default::default() };
+            let meta = model_meta(actions, 1, 0);
+            (c, learner.model_file(&meta)?)
+        }
+    };
+    // Published before the thread starts: by the time `spawn` returns (and the HTTP
+    // side starts serving) there is a model.
+    publish(counters.model_version, counters.model_train_step, model_file.clone());
+
+    let (tx, rx) = sync_channel(cfg.ingest_queue);
+    let stats = TrainerStats {
+        device: format!("{device:?}"),
+        replay_kind: match replay.kind() {
+            ReplayKind::Device => "device".into(),
+            ReplayKind::Host => "host".into(),
+        },
+        replay_capacity: replay.capacity(),
+        train_steps: counters.train_step,
+        experiences_total: counters.experiences_total,
+        samples_per_insert_target: cfg.samples_per_insert,
+        model_version: counters.model_version,
+        loss: f64::NAN,
+        mean_q: f64::NAN,
+        grad_norm: f64::NAN,
+        running: true,
+        ..Default::default()
+    };
+    let shared = Arc::new(Shared { stats: Mutex::new(stats), stop: AtomicBool::new(false), rejected: AtomicU64::new(0) });
+    let trainer = Trainer {
+        limiter: RateLimiter::new(cfg.samples_per_insert, cfg.rate_slack),
+        cfg,
+        actions,
+        learner,
+        replay,
+        rx,
+        shared: shared.clone(),
+        publish: Box::new(publish),
+        data_dir: data_dir.to_path_buf(),
+        config,
+        counters,
+        model_file,
+        interval_start: (Instant::now(), 0),
+        inserted_since_start: 0,
+    };
+    let thread = std::thread::Builder::new().name("shine-trainer".into()).spawn(move || {
+        let shared = trainer.shared.clone();
+        let r = trainer.run();
+        shared.stats.lock().expect("stats lock").running = false;
+        if let Err(e) = &r {
+            tracing::error!("trainer stopped: {e:#}");
+        }
+        r
+    })?;
+    Ok(TrainerHandle { client: TrainerClient { tx, shared }, thread: Some(thread) })
+}
+
+fn model_meta(actions: ActionSet, version: u64, train_step: u64) -> ModelMeta {
+    let mut m = ModelMeta::new(actions.name(), actions.len());
+    m.model_version = version;
+    m.train_step = train_step;
+    m
+}
+
+struct Trainer {
+    cfg: TrainerConfig,
+    actions: ActionSet,
+    learner: Learner,
+    replay: Replay,
+    rx: Receiver<Batch>,
+    shared: Arc<Shared>,
+    publish: Box<dyn Fn(u64, u64, Vec<u8>) + Send>,
+    data_dir: PathBuf,
+    config: serde_json::Value,
+    counters: Counters,
+    /// The last published model file (what a checkpoint keeps).
+    model_file: Vec<u8>,
+    limiter: RateLimiter,
+    /// Start of the current stats interval: time and train step.
+    interval_start: (Instant, u64),
+    inserted_since_start: u64,
+}
+
+impl Trainer {
+    fn run(mut self) -> anyhow::Result<()> {
+        let batch_size = self.learner.config().batch_size as u64;
+        let burn_in = self.cfg.burn_in.max(1);
+        while !self.shared.stop.load(Ordering::Acquire) {
+            // Everything queued goes into the replay first: uploads are never starved
+            // by training.
+            loop {
+                match self.rx.try_recv() {
+                    Ok(b) => self.ingest(b)?,
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => return self.final_checkpoint(),
+                }
+            }
+            if self.replay.len() >= burn_in && self.limiter.allows(batch_size) {
+                self.train_step()?;
+            } else {
+                // Nothing to do until more data arrives: block, with a timeout so the
+                // stop flag is seen promptly.
+                match self.rx.recv_timeout(IDLE_WAIT) {
+                    Ok(b) => self.ingest(b)?,
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Err(RecvTimeoutError::Disconnected) => break,
+                }
+            }
+        }
+        self.final_checkpoint()
+    }
+
+    fn ingest(&mut self, b: Batch) -> anyhow::Result<()> {
+        self.replay.push(&b.data)?;
+        let n = b.count() as u64;
+        self.limiter.inserted(n);
+        self.inserted_since_start += n;
+        self.counters.experiences_total += n;
+        let mut s = self.shared.stats.lock().expect("stats lock");
+        s.experiences_total = self.counters.experiences_total;
+        s.experiences_since_start = self.inserted_since_start;
+        s.replay_len = self.replay.len();
+        s.replay_staged = self.replay.staged();
+        s.training = self.replay.len() >= self.cfg.burn_in.max(1);
+        s.samples_per_insert = self.limiter.actual();
+        Ok(())
+    }
+
+    fn train_step(&mut self) -> anyhow::Result<()> {
+        let batch_size = self.learner.config().batch_size;
+        let batch = self.replay.sample(batch_size)?;
+        let out = self.learner.train_step(&batch);
+        self.limiter.sampled(batch_size as u64);
+        self.counters.samples_total += batch_size as u64;
+        self.counters.train_step = self.learner.step;
+        self.counters.optimizer_steps = self.learner.optimizer_steps();
+        let step = self.learner.step;
+
+        if step.is_multiple_of(self.cfg.stats_every) {
+            // The only read-back of the steady state: it waits for the step to finish.
+            let read = |t: &tch::Tensor| f64::try_from(t).unwrap_or(f64::NAN);
+            let (loss, mean_q, grad_norm) = (read(&out.loss), read(&out.mean_q), read(&out.grad_norm));
+            let (t0, s0) = self.interval_start;
+            let secs = t0.elapsed().as_secs_f64();
+            let mut s = self.shared.stats.lock().expect("stats lock");
+            s.train_steps = step;
+            s.loss = loss;
+            s.mean_q = mean_q;
+            s.grad_norm = grad_norm;
+            s.samples_per_insert = self.limiter.actual();
+            s.train_steps_per_sec = if secs > 0.0 { (step - s0) as f64 / secs } else { 0.0 };
+            drop(s);
+            self.interval_start = (Instant::now(), step);
+        }
+        if step.is_multiple_of(self.cfg.publish_every) {
+            self.publish()?;
+        }
+        if self.cfg.checkpoint_every > 0 && step.is_multiple_of(self.cfg.checkpoint_every) {
+            // A failed periodic checkpoint (disk full) must not stop training; the
+            // next one, or the final one, tries again.
+            if let Err(e) = self.checkpoint() {
+                tracing::error!("checkpoint at step {step} failed: {e:#}");
+            }
+        }
+        Ok(())
+    }
+
+    fn publish(&mut self) -> anyhow::Result<()> {
+        let version = self.counters.model_version + 1;
+        let step = self.learner.step;
+        let file = self.learner.model_file(&model_meta(self.actions, version, step))?;
+        (self.publish)(version, step, file.clone());
+        self.model_file = file;
+        self.counters.model_version = version;
+        self.counters.model_train_step = step;
+        let mut s = self.shared.stats.lock().expect("stats lock");
+        s.model_version = version;
+        s.train_steps = step;
+        Ok(())
+    }
+
+    fn checkpoint(&mut self) -> anyhow::Result<()> {
+        let p = checkpoint::save(&self.data_dir, &self.learner, &self.counters, self.actions.name(), self.config.clone(), &self.model_file)?;
+        tracing::info!(step = self.learner.step, path = %p.display(), "checkpoint written");
+        self.shared.stats.lock().expect("stats lock").last_checkpoint_step = Some(self.learner.step);
+        Ok(())
+    }
+
+    fn final_checkpoint(&mut self) -> anyhow::Result<()> {
+        self.shared.stats.lock().expect("stats lock").train_steps = self.learner.step;
+        self.checkpoint().context("final checkpoint")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shine_agent::experience::{col, BatchMeta, TRANSITION_FLOATS};
+    use shine_agent::model::QNet;
+
+    type Published = Arc<Mutex<Vec<(u64, u64, Vec<u8>)>>>;
+
+    fn batch(n: usize, seed: usize) -> Batch {
+        let mut data = Vec::with_capacity(n * TRANSITION_FLOATS);
+        for i in 0..n {
+            let k = i + seed * 1000;
+            let mut row: Vec<f32> = (0..TRANSITION_FLOATS).map(|c| ((k * 13 + c * 5) % 23) as f32 / 23.0).collect();
+            row[col::ACTION] = (k % 5) as f32;
+            row[col::REWARD] = if k.is_multiple_of(7) { 1.0 } else { 0.0 };
+            row[col::TERMINAL] = k.is_multiple_of(50) as u8 as f32;
+            data.extend(row);
+        }
+        Batch { meta: BatchMeta { worker_id: 1, model_version: 1, n_step: 1, upload_id: [0; 16] }, data }
+    }
+
+    fn small() -> (TrainerConfig, ReplayConfig, DqnConfig) {
+        let t = TrainerConfig {
+            burn_in: 100,
+            samples_per_insert: 8.0,
+            rate_slack: 0,
+            ingest_queue: 4,
+            publish_every: 5,
+            checkpoint_every: 0,
+            stats_every: 10,
+            device: "cpu".into(),
+        };
+        (t, ReplayConfig { capacity: 1000, update_size: 10, ..Default::default() }, DqnConfig { batch_size: 8, ..Default::default() })
+    }
+
+    fn start(t: TrainerConfig, r: ReplayConfig, d: DqnConfig, dir: &Path) -> (TrainerHandle, Published) {
+        let published: Published = Default::default();
+        let p = published.clone();
+        let h = spawn(t, r, d, ActionSet::Untouchable, tch::Device::Cpu, dir, move |v, s, bytes| p.lock().unwrap().push((v, s, bytes))).unwrap();
+        (h, published)
+    }
+
+    /// Poll until `f` holds (the trainer runs on its own thread); panics after a minute.
+    fn wait_until(h: &TrainerHandle, what: &str, f: impl Fn(&TrainerStats) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !f(&h.stats()) {
+            assert!(Instant::now() < deadline, "timed out waiting for {what}: {:?}", h.stats());
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    fn ingest(h: &TrainerHandle, b: Batch) {
+        // The queue is small on purpose; a full queue here only means "try again".
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut b = Some(b);
+        while let Some(x) = b.take() {
+            match h.try_ingest(x.clone()) {
+                Ok(()) => {}
+                Err(IngestError::Full) if Instant::now() < deadline => {
+                    b = Some(x);
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err(e) => panic!("ingest: {e}"),
+            }
+        }
+    }
+
+    #[test]
+    fn rate_limiter_keeps_samples_per_insert_at_the_target() {
+        let mut l = RateLimiter::new(8.0, 0);
+        assert!(!l.allows(32), "nothing inserted, nothing to train");
+        l.inserted(4);
+        assert!(l.allows(32));
+        l.sampled(32);
+        assert!(!l.allows(32), "32 samples for 4 inserts is the budget");
+        l.inserted(3);
+        assert!(!l.allows(32), "56 < 64: still waiting");
+        l.inserted(1);
+        assert!(l.allows(32));
+        assert_eq!(l.actual(), 4.0);
+        let mut slack = RateLimiter::new(8.0, 64);
+        assert!(slack.allows(64) && !slack.allows(65));
+        slack.sampled(1_000_000);
+        assert!(RateLimiter::new(0.0, 0).allows(1 << 40), "0 turns it off");
+    }
+
+    #[test]
+    fn trains_only_after_burn_in_and_only_as_far_as_the_ratio_allows() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (h, published) = start(small().0, small().1, small().2, tmp.path());
+        assert_eq!(published.lock().unwrap().len(), 1, "version 1 is published before spawn returns");
+        // 90 < burn_in 100: nothing trains.
+        ingest(&h, batch(90, 0));
+        wait_until(&h, "the first 90 rows", |s| s.replay_len == 90);
+        assert_eq!(h.stats().train_steps, 0);
+        // 200 rows at 8 samples each and batch 8: exactly 200 steps, then it waits.
+        ingest(&h, batch(110, 1));
+        wait_until(&h, "200 train steps", |s| s.train_steps >= 200);
+        h.shutdown().unwrap();
+        let published = published.lock().unwrap();
+        let (version, step, bytes) = published.last().unwrap().clone();
+        assert_eq!((version, step), (41, 200), "v1, then one every 5 steps, and no step past the budget");
+        let net = QNet::load(&bytes).unwrap();
+        assert_eq!((net.meta().model_version, net.meta().train_step, net.meta().action_set.as_str()), (41, 200, "untouchable"));
+        let versions: Vec<u64> = published.iter().map(|p| p.0).collect();
+        assert_eq!(versions, (1..=41).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn restart_after_a_checkpoint_continues_the_step_counter_and_serves_the_same_model() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (t, r, d) = small();
+        let (h, before) = start(t.clone(), r.clone(), d.clone(), tmp.path());
+        ingest(&h, batch(110, 0));
+        wait_until(&h, "110 train steps", |s| s.train_steps >= 110);
+        h.shutdown().unwrap();
+        assert!(checkpoint::path(tmp.path()).exists());
+        let last = before.lock().unwrap().last().unwrap().clone();
+        assert_eq!((last.0, last.1), (23, 110));
+
+        let (h, after) = start(t, r, d, tmp.path());
+        {
+            let first = after.lock().unwrap()[0].clone();
+            assert_eq!(first, last, "the same version and the same bytes are served again");
+        }
+        let s = h.stats();
+        assert_eq!((s.train_steps, s.model_version, s.experiences_total), (110, 23, 110));
+        // The replay starts empty: burn-in again, then steps continue from 110.
+        ingest(&h, batch(110, 1));
+        wait_until(&h, "110 more steps", |s| s.train_steps >= 220);
+        h.shutdown().unwrap();
+        let after = after.lock().unwrap();
+        assert_eq!(after[1].0, 24);
+        assert_eq!(after[1].1, 115, "the step counter continued");
+        assert_eq!(after.last().unwrap().1, 220);
+    }
+
+    #[test]
+    fn a_full_queue_is_reported_and_counted() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (mut t, r, d) = small();
+        t.burn_in = 10;
+        t.publish_every = 1;
+        t.ingest_queue = 2;
+        // Hold the trainer inside its first publish after version 1, so it stops
+        // draining the queue.
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        let release_rx = Mutex::new(release_rx);
+        let (entered_tx, entered_rx) = std::sync::mpsc::channel::<()>();
+        let entered_tx = Mutex::new(entered_tx);
+        let h = spawn(t, r, d, ActionSet::Untouchable, tch::Device::Cpu, tmp.path(), move |v, _, _| {
+            if v == 2 {
+                entered_tx.lock().unwrap().send(()).unwrap();
+                release_rx.lock().unwrap().recv().unwrap();
+            }
+        })
+        .unwrap();
+        h.try_ingest(batch(10, 0)).unwrap();
+        entered_rx.recv().unwrap();
+        h.try_ingest(batch(1, 1)).unwrap();
+        h.try_ingest(batch(1, 2)).unwrap();
+        assert_eq!(h.try_ingest(batch(1, 3)), Err(IngestError::Full));
+        assert_eq!(h.stats().ingest_rejected, 1);
+        release_tx.send(()).unwrap();
+        let client = h.client();
+        h.shutdown().unwrap();
+        assert_eq!(client.try_ingest(batch(1, 4)), Err(IngestError::Stopped));
+        assert!(!client.stats().running);
+    }
+
+    #[test]
+    fn bad_trainer_configs_are_clear_errors() {
+        let (t, r, _) = small();
+        let e = TrainerConfig { burn_in: 5000, ..t.clone() }.validate(&r).unwrap_err().to_string();
+        assert!(e.contains("burn_in 5000") && e.contains("never start"), "{e}");
+        let e = TrainerConfig { ingest_queue: 0, ..t.clone() }.validate(&r).unwrap_err().to_string();
+        assert!(e.contains("ingest_queue"), "{e}");
+        let e = TrainerConfig { device: "tpu".into(), ..t.clone() }.validate(&r).unwrap_err().to_string();
+        assert!(e.contains("expected auto, cpu, cuda or cuda:N"), "{e}");
+        if !tch::Cuda::is_available() {
+            let e = TrainerConfig { device: "cuda".into(), ..t.clone() }.validate(&r).unwrap_err().to_string();
+            assert!(e.contains("CUDA is not available"), "{e}");
+        }
+        assert!(t.validate(&r).is_ok());
+    }
+
+    #[test]
+    fn a_checkpoint_for_another_action_set_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (t, r, d) = small();
+        start(t.clone(), r.clone(), d.clone(), tmp.path()).0.shutdown().unwrap();
+        let err = spawn(t, r, d, ActionSet::Fight, tch::Device::Cpu, tmp.path(), |_, _, _| {}).err().expect("refused").to_string();
+        assert!(err.contains("action set") && err.contains("untouchable"), "{err}");
+    }
+}

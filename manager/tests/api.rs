@@ -1,0 +1,172 @@
+//! The rest of docs/api.md over real HTTP: workers, episodes, models, stats, health,
+//! metrics, access control, error bodies.
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_register_on_an_epsilon_ladder_and_time_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path());
+    cfg.workers.worker_timeout_secs = 1.0;
+    let m = Manager::start(cfg).await;
+    let info = json!({ "host": "vm-1", "backend": "sim", "envs": 2, "version": "0.1.0" });
+
+    let (st, a) = m.post_json("/api/v1/workers", &info).await;
+    assert_eq!(st, 201, "{a}");
+    assert_eq!(a["epsilon"], 0.4);
+    assert_eq!(a["action_set"], "untouchable");
+    assert_eq!(a["task"], "untouchable");
+    assert_eq!(a["n_step"], 1);
+    assert_eq!(a["upload_every_transitions"], 2000);
+    assert_eq!(a["cpu_level"], 9);
+    for key in ["gamma", "upload_every_secs", "model_poll_secs", "heartbeat_secs", "eval_share", "cpu_level_top_share"] {
+        assert!(a[key].is_number(), "registration has {key}: {a}");
+    }
+    let (_, b) = m.post_json("/api/v1/workers", &info).await;
+    assert_ne!(a["worker_id"], b["worker_id"]);
+    assert!((b["epsilon"].as_f64().unwrap() - 0.4f64.powi(8)).abs() < 1e-9, "second of two is the greedy end: {b}");
+
+    // a's heartbeat: its epsilon, no live view yet.
+    let (st, hb) = m.post_json(&format!("/api/v1/workers/{}/heartbeat", a["worker_id"]), &json!({ "frames": 10, "env_fps": 5000.0, "episodes": 1, "model_version": 1 })).await;
+    assert_eq!((st, hb["epsilon"].as_f64(), hb["watch"].as_bool()), (200, Some(0.4), Some(false)));
+    let (st, err) = m.post_json("/api/v1/workers/9999/heartbeat", &json!({})).await;
+    assert_eq!((st, err["error"]["code"].as_str()), (404, Some("not_found")));
+    let listed = m.get_json("/api/v1/workers").await;
+    assert_eq!(listed["workers"].as_array().unwrap().len(), 2);
+    assert_eq!(listed["workers"][0]["frames"], 10);
+    assert!(metric(&m.metrics().await, "shine_workers") == Some(2.0));
+
+    // b goes silent, a keeps beating: b's slot is freed and a new worker takes it.
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_millis(450)).await;
+        let (st, _) = m.post_json(&format!("/api/v1/workers/{}/heartbeat", a["worker_id"]), &json!({})).await;
+        assert_eq!(st, 200);
+    }
+    let (st, _) = m.post_json(&format!("/api/v1/workers/{}/heartbeat", b["worker_id"]), &json!({})).await;
+    assert_eq!(st, 404, "b timed out and must register again");
+    let (_, c) = m.post_json("/api/v1/workers", &info).await;
+    let listed = m.get_json("/api/v1/workers").await;
+    let slot_of = |id: &Value| listed["workers"].as_array().unwrap().iter().find(|w| w["worker_id"] == *id).unwrap()["slot"].clone();
+    assert_eq!(slot_of(&c["worker_id"]), 1, "b's slot reused");
+    assert_eq!(slot_of(&a["worker_id"]), 0);
+    m.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn episodes_feed_the_stats_and_rank_the_models() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = Manager::start(config(dir.path())).await;
+    let latest = m.get_json("/api/v1/models").await["latest"].as_u64().unwrap();
+    let ep = |reward: f64, survived: bool, eval: bool| json!({ "frames": 3600, "reward": reward, "survived": survived, "eval": eval, "cpu_level": 9, "model_version": latest });
+    let (st, r) = m
+        .post_json("/api/v1/episodes", &json!({ "worker_id": 1, "episodes": [ep(10.0, true, false), ep(20.0, false, false), ep(50.0, true, true), ep(0.0, false, true), ep(60.0, true, true), ep(60.0, true, true)] }))
+        .await;
+    assert_eq!((st, r["accepted"].as_u64()), (200, Some(6)));
+    let c = m.wait_for("episode stats in a sample", 10, |c| !c["eval_survival"].is_null()).await;
+    assert_eq!(c["episode_reward"], 15.0);
+    assert_eq!(c["train_survival"], 0.5);
+    assert_eq!(c["eval_survival"], 0.75);
+    let stats = m.get_json("/api/v1/stats").await;
+    assert_eq!(stats["eval_episodes_total"], 4);
+    // The sampler (every 0.1 s here) puts it into the time series.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !m.get_json("/api/v1/stats").await["series"].as_array().unwrap().iter().any(|s| s["eval_survival"] == 0.75) {
+        assert!(std::time::Instant::now() < deadline, "eval survival never reached the time series");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let models = m.get_json("/api/v1/models").await;
+    assert_eq!(models["models"][0]["version"], latest);
+    assert_eq!(models["models"][0]["eval_survival"], 0.75, "attached to the model it was measured on");
+    assert_eq!(models["models"][0]["eval_episodes"], 4);
+
+    // Bad input changes nothing.
+    let (st, err) = m.post_json("/api/v1/episodes", &json!({ "worker_id": 1, "episodes": [ep(1.0, true, true), { "frames": 1 }] })).await;
+    assert_eq!((st, err["error"]["code"].as_str()), (422, Some("invalid_json")), "{err}");
+    let r = m.http.post(m.at("/api/v1/episodes")).bearer_auth(TOKEN).header("content-type", "application/json").body("{not json").send().await.unwrap();
+    assert_eq!(r.status(), 400);
+    let err: Value = r.json().await.unwrap();
+    assert_eq!(err["error"]["code"], "bad_json");
+    let r = m.http.post(m.at("/api/v1/episodes")).json(&json!({ "episodes": [ep(1.0, true, true)] })).send().await.unwrap();
+    assert_eq!(r.status(), 401);
+    assert_eq!(m.get_json("/api/v1/stats").await["eval_episodes_total"], 4);
+    assert_eq!(m.get_json("/api/v1/models").await["models"][0]["eval_episodes"], 4);
+    m.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn models_download_with_etags_and_the_service_reports_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = Manager::start(config(dir.path())).await;
+
+    // A fresh trainer publishes version 1 (random weights) before serving.
+    let r = m.http.get(m.at("/api/v1/models/latest")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["etag"], "\"v1\"");
+    assert_eq!(r.headers()["x-shine-model-version"], "1");
+    assert_eq!(r.headers()["content-type"], "application/octet-stream");
+    let file = r.bytes().await.unwrap();
+    let net = shine_agent::model::QNet::load(&file).expect("a loadable model file");
+    assert_eq!(net.meta().model_version, 1);
+    assert_eq!(net.meta().action_set, "untouchable");
+    assert!(dir.path().join("models").read_dir().unwrap().any(|e| e.unwrap().file_name().to_string_lossy().ends_with(".safetensors")));
+
+    let r = m.http.get(m.at("/api/v1/models/1")).header("if-none-match", "\"v1\"").send().await.unwrap();
+    assert_eq!(r.status(), 304);
+    assert!(r.bytes().await.unwrap().is_empty());
+    let r = m.http.get(m.at("/api/v1/models/1")).header("if-none-match", "\"v0\"").send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.bytes().await.unwrap() == file);
+    for bad in ["/api/v1/models/77", "/api/v1/models/abc", "/api/v1/nothing"] {
+        let r = m.http.get(m.at(bad)).send().await.unwrap();
+        assert_eq!(r.status(), 404, "{bad}");
+        let err: Value = r.json().await.unwrap();
+        assert_eq!(err["error"]["code"], "not_found");
+    }
+    let list = m.get_json("/api/v1/models").await;
+    assert_eq!(list["models"][0]["url"], "/api/v1/models/1");
+    assert_eq!(list["models"][0]["bytes"], file.len() as u64);
+
+    let r = m.http.get(m.at("/healthz")).send().await.unwrap();
+    assert_eq!((r.status().as_u16(), r.text().await.unwrap()), (200, "ok".to_string()));
+    let text = m.metrics().await;
+    for name in ["shine_experiences_total", "shine_train_steps_total", "shine_model_version", "shine_replay_size", "shine_workers"] {
+        assert!(metric(&text, name).is_some(), "{name} missing:\n{text}");
+    }
+    assert_eq!(metric(&text, "shine_model_version"), Some(1.0));
+    let stats = m.get_json("/api/v1/stats").await;
+    for key in ["ingest_per_sec", "train_steps_per_sec", "loss", "mean_q", "replay_fill", "samples_per_insert", "model_version", "eval_survival"] {
+        assert!(stats["current"].get(key).is_some(), "stats lack {key}: {stats}");
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let stats = m.get_json("/api/v1/stats").await;
+    let series = stats["series"].as_array().unwrap();
+    assert!(series.len() >= 2, "sampled every 0.1 s");
+    let t1 = series[series.len() - 2]["t"].as_f64().unwrap();
+    let newer = m.get_json(&format!("/api/v1/stats?since={t1}")).await;
+    assert!(newer["series"].as_array().unwrap().len() < series.len(), "since filters");
+    assert!(newer["series"].as_array().unwrap().iter().all(|s| s["t"].as_f64().unwrap() > t1));
+    let r = m.http.get(m.at("/api/v1/stats?since=yesterday")).send().await.unwrap();
+    assert_eq!(r.status(), 400);
+    assert_eq!(r.json::<Value>().await.unwrap()["error"]["code"], "bad_query");
+    m.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn private_reads_need_the_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path());
+    cfg.server.public_reads = false;
+    let m = Manager::start(cfg).await;
+    for path in ["/api/v1/models", "/api/v1/models/latest", "/api/v1/stats", "/metrics"] {
+        let r = m.http.get(m.at(path)).send().await.unwrap();
+        assert_eq!(r.status(), 401, "{path}");
+        let r = m.http.get(m.at(path)).bearer_auth(TOKEN).send().await.unwrap();
+        assert_eq!(r.status(), 200, "{path}");
+    }
+    assert_eq!(m.http.get(m.at("/healthz")).send().await.unwrap().status(), 200, "health stays open for probes");
+    m.stop().await.unwrap();
+}

@@ -1,0 +1,151 @@
+//! A real manager on 127.0.0.1:0 (real trainer on the CPU, small replay, tiny burn-in)
+//! and a real HTTP client.
+#![allow(dead_code)]
+
+use serde_json::Value;
+use shine_agent::experience::{self, col, BatchMeta, TRANSITION_FLOATS};
+use shine_manager::config::Config;
+use std::path::Path;
+use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
+
+pub const TOKEN: &str = "test-token";
+
+/// Small and fast: trains within a second of a few hundred uploaded transitions.
+pub fn config(data_dir: &Path) -> Config {
+    let mut c = Config::default();
+    c.server.data_dir = data_dir.to_path_buf();
+    c.server.token = Some(TOKEN.into());
+    c.server.max_upload_bytes = 1 << 20;
+    c.stats.interval_secs = 0.1;
+    c.trainer.device = "cpu".into();
+    c.trainer.burn_in = 100;
+    c.trainer.publish_every = 25;
+    c.trainer.checkpoint_every = 0;
+    c.trainer.stats_every = 1;
+    c.trainer.rate_slack = 64;
+    c.replay.capacity = 10_000;
+    c.replay.update_size = 10;
+    c.dqn.batch_size = 16;
+    c
+}
+
+pub struct Manager {
+    pub url: String,
+    pub http: reqwest::Client,
+    stop: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl Manager {
+    pub async fn start(config: Config) -> Manager {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let (tx, rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(shine_manager::serve(listener, config, async move {
+            let _ = rx.await;
+        }));
+        let http = reqwest::Client::new();
+        let m = Manager { url, http, stop: Some(tx), task };
+        // serve() binds before starting the trainer: wait until it answers.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(r) = m.http.get(m.at("/healthz")).send().await {
+                if r.status() == 200 {
+                    break;
+                }
+            }
+            assert!(Instant::now() < deadline, "manager did not come up");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        m
+    }
+
+    /// Graceful shutdown (final checkpoint); the run's result.
+    pub async fn stop(mut self) -> anyhow::Result<()> {
+        let _ = self.stop.take().unwrap().send(());
+        self.task.await.unwrap()
+    }
+
+    pub fn at(&self, path: &str) -> String {
+        format!("{}{}", self.url, path)
+    }
+
+    pub async fn upload_with(&self, body: Vec<u8>, token: Option<&str>, content_type: Option<&str>) -> (u16, Value) {
+        let mut rq = self.http.post(self.at("/api/v1/experience")).body(body);
+        if let Some(t) = token {
+            rq = rq.bearer_auth(t);
+        }
+        if let Some(ct) = content_type {
+            rq = rq.header("content-type", ct);
+        }
+        let r = rq.send().await.unwrap();
+        let status = r.status().as_u16();
+        let text = r.text().await.unwrap();
+        (status, serde_json::from_str(&text).unwrap_or_else(|_| panic!("body is not JSON: {text:?}")))
+    }
+
+    pub async fn upload(&self, body: Vec<u8>) -> (u16, Value) {
+        self.upload_with(body, Some(TOKEN), Some("application/octet-stream")).await
+    }
+
+    pub async fn get_json(&self, path: &str) -> Value {
+        let r = self.http.get(self.at(path)).send().await.unwrap();
+        assert_eq!(r.status(), 200, "GET {path}");
+        r.json().await.unwrap()
+    }
+
+    pub async fn post_json(&self, path: &str, body: &Value) -> (u16, Value) {
+        let r = self.http.post(self.at(path)).bearer_auth(TOKEN).json(body).send().await.unwrap();
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
+    /// `current` of GET /api/v1/stats.
+    pub async fn current(&self) -> Value {
+        self.get_json("/api/v1/stats").await["current"].clone()
+    }
+
+    /// Poll the stats until `f` holds (or panic after `secs`).
+    pub async fn wait_for(&self, what: &str, secs: u64, f: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            let c = self.current().await;
+            if f(&c) {
+                return c;
+            }
+            assert!(Instant::now() < deadline, "timed out waiting for {what}; last stats: {c}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub async fn metrics(&self) -> String {
+        self.http.get(self.at("/metrics")).send().await.unwrap().text().await.unwrap()
+    }
+}
+
+/// `n` valid transitions (actions of the 5-action "untouchable" set), distinct per `seed`.
+pub fn rows(n: usize, seed: u32) -> Vec<f32> {
+    (0..n)
+        .flat_map(|i| {
+            let mut t: Vec<f32> = (0..TRANSITION_FLOATS).map(|c| ((i * 31 + c * 7 + seed as usize) % 97) as f32 / 97.0).collect();
+            t[col::ACTION] = (i % 5) as f32;
+            t[col::REWARD] = if i % 3 == 0 { 1.0 / 60.0 } else { 0.0 };
+            t[col::TERMINAL] = (i % 50 == 49) as u8 as f32;
+            t
+        })
+        .collect()
+}
+
+pub fn batch(n: usize, seed: u32) -> Vec<u8> {
+    let mut upload_id = [0u8; 16];
+    upload_id[..4].copy_from_slice(&seed.to_le_bytes());
+    upload_id[15] = 0xAB;
+    let meta = BatchMeta { worker_id: 1, model_version: 1, n_step: 1, upload_id };
+    experience::encode(&meta, &rows(n, seed), seed % 2 == 0)
+}
+
+/// Value of a metric line (`name{labels} value`) in Prometheus text.
+pub fn metric(text: &str, name_and_labels: &str) -> Option<f64> {
+    text.lines().find(|l| l.starts_with(name_and_labels) && l[name_and_labels.len()..].starts_with(' ')).and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}

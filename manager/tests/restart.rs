@@ -1,0 +1,63 @@
+//! Two manager runs on one data directory: the second continues the step counter and
+//! serves the same model, byte for byte, under the same version and ETag.
+
+mod common;
+
+use common::*;
+use std::time::Duration;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_after_a_checkpoint_continues_the_step_counter_and_serves_the_same_model() {
+    let dir = tempfile::tempdir().unwrap();
+
+    // Run 1: train past burn-in until several models are published.
+    let m = Manager::start(config(dir.path())).await;
+    for seed in 0..8 {
+        assert_eq!(m.upload(batch(100, seed)).await.0, 202);
+    }
+    m.wait_for("training and a few published models", 120, |c| c["model_version"].as_u64().unwrap() >= 3).await;
+    // The rate limiter stops training once it is samples_per_insert ahead: wait for that.
+    let mut last = m.current().await["train_steps"].as_u64().unwrap();
+    loop {
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let now = m.current().await["train_steps"].as_u64().unwrap();
+        if now == last {
+            break;
+        }
+        last = now;
+    }
+    let steps = last;
+    assert!(steps > 0);
+    let r = m.http.get(m.at("/api/v1/models/latest")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let etag = r.headers()["etag"].to_str().unwrap().to_string();
+    let version: u64 = r.headers()["x-shine-model-version"].to_str().unwrap().parse().unwrap();
+    let model = r.bytes().await.unwrap();
+    let listed = m.get_json("/api/v1/models").await;
+    assert_eq!(listed["latest"], version);
+    m.stop().await.unwrap();
+
+    // Run 2, same data dir.
+    let m = Manager::start(config(dir.path())).await;
+    let c = m.current().await;
+    assert_eq!(c["train_steps"], steps, "the step counter continues: {c}");
+    assert_eq!(c["model_version"], version);
+    let r = m.http.get(m.at("/api/v1/models/latest")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["etag"].to_str().unwrap(), etag);
+    assert!(r.bytes().await.unwrap() == model, "the same model file is served");
+    // A worker holding that model is told nothing changed.
+    let r = m.http.get(m.at("/api/v1/models/latest")).header("if-none-match", &etag).send().await.unwrap();
+    assert_eq!(r.status(), 304);
+    assert_eq!(m.get_json("/api/v1/models").await["latest"], version);
+    let text = m.metrics().await;
+    assert_eq!(metric(&text, "shine_train_steps_total"), Some(steps as f64), "the Prometheus counter resumes too");
+
+    // And training goes on from there: new steps, a newer model.
+    for seed in 100..108 {
+        assert_eq!(m.upload(batch(100, seed)).await.0, 202);
+    }
+    let c = m.wait_for("training after the restart", 120, |c| c["model_version"].as_u64().unwrap() > version).await;
+    assert!(c["train_steps"].as_u64().unwrap() > steps);
+    m.stop().await.unwrap();
+}

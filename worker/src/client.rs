@@ -1,0 +1,233 @@
+//! A typed client for the manager's HTTP API (`docs/api.md`, version 1).
+//!
+//! One method per route the worker uses. Errors say whether retrying can help:
+//! [`ApiError::is_retryable`] is true for network failures, 5xx and 429, false for the
+//! other 4xx, which carry the manager's own message from its JSON error body.
+
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+use thiserror::Error;
+
+/// `POST /api/v1/workers` request.
+#[derive(Debug, Clone, Serialize)]
+pub struct RegisterRequest {
+    pub host: String,
+    pub backend: String,
+    pub envs: usize,
+    pub version: String,
+}
+
+/// `POST /api/v1/workers` response: who we are and how to behave.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Registration {
+    pub worker_id: u32,
+    pub epsilon: f64,
+    pub action_set: String,
+    pub task: String,
+    pub n_step: u8,
+    pub gamma: f64,
+    pub upload_every_transitions: usize,
+    pub upload_every_secs: f64,
+    pub model_poll_secs: f64,
+    pub heartbeat_secs: f64,
+    pub eval_share: f64,
+    pub cpu_level: u8,
+    pub cpu_level_top_share: f64,
+}
+
+/// `POST /api/v1/workers/{id}/heartbeat` request.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Heartbeat {
+    pub frames: u64,
+    pub env_fps: f64,
+    pub skipped_frames: u64,
+    pub episodes: u64,
+    pub model_version: u64,
+    pub spooled_batches: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct HeartbeatReply {
+    pub epsilon: f64,
+    #[serde(default)]
+    pub watch: bool,
+}
+
+/// One finished episode, for the dashboard's curves.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct EpisodeReport {
+    pub frames: u32,
+    pub reward: f32,
+    /// Played the full minute (ended by the time limit).
+    pub survived: bool,
+    /// A greedy evaluation episode at the top CPU level.
+    pub eval: bool,
+    pub cpu_level: u8,
+    pub model_version: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct EpisodesRequest<'a> {
+    worker_id: u32,
+    episodes: &'a [EpisodeReport],
+}
+
+/// `POST /api/v1/experience` response.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+pub struct UploadReply {
+    pub accepted: u64,
+    #[serde(default)]
+    pub duplicate: bool,
+}
+
+/// `GET /api/v1/models/latest` with an ETag.
+#[derive(Debug)]
+pub enum ModelFetch {
+    /// The model we have is still the latest (304).
+    NotModified,
+    /// No model published yet (404).
+    NoneYet,
+    Model { bytes: Vec<u8>, etag: Option<String>, version: Option<u64> },
+}
+
+#[derive(Debug, Error)]
+pub enum ApiError {
+    #[error("cannot reach the manager at {url}: {source}")]
+    Network { url: String, source: reqwest::Error },
+    #[error("the manager answered {status} to {what}: {message} ({code})")]
+    Status { what: &'static str, status: u16, code: String, message: String },
+    #[error("the manager's answer to {what} is not what docs/api.md says: {detail}")]
+    Protocol { what: &'static str, detail: String },
+}
+
+impl ApiError {
+    /// Network errors, 5xx (503: the ingest queue is full) and 429 may pass.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ApiError::Network { .. } | ApiError::Protocol { .. } => true,
+            ApiError::Status { status, .. } => *status >= 500 || *status == 429,
+        }
+    }
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            ApiError::Status { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+}
+
+/// The manager's error body: `{"error": {"code": ..., "message": ...}}`.
+#[derive(Deserialize)]
+struct ErrorBody {
+    error: ErrorDetail,
+}
+#[derive(Deserialize)]
+struct ErrorDetail {
+    code: String,
+    message: String,
+}
+
+#[derive(Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    base: reqwest::Url,
+    token: String,
+}
+
+impl Client {
+    /// `base` is the manager's address, e.g. `http://manager:8080`.
+    pub fn new(base: &str, token: &str) -> anyhow::Result<Client> {
+        let base = reqwest::Url::parse(base.trim_end_matches('/')).map_err(|e| anyhow::anyhow!("--manager {base:?} is not a URL ({e}): give one like http://manager:8080"))?;
+        if !matches!(base.scheme(), "http" | "https") {
+            anyhow::bail!("--manager {base} must start with http:// or https://");
+        }
+        // reqwest is built without a default crypto provider (no aws-lc: slow to build,
+        // needs cmake); install ring's. An error means one is installed already: fine.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::builder()
+            .user_agent(concat!("shine-worker/", env!("CARGO_PKG_VERSION")))
+            .connect_timeout(Duration::from_secs(5))
+            // Long enough for a 32 MiB upload on a slow link; a hung manager is retried.
+            .timeout(Duration::from_secs(60))
+            .build()?;
+        Ok(Client { http, base, token: token.to_string() })
+    }
+
+    pub fn base(&self) -> &reqwest::Url {
+        &self.base
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base.as_str().trim_end_matches('/'))
+    }
+
+    async fn send(&self, what: &'static str, req: reqwest::RequestBuilder) -> Result<reqwest::Response, ApiError> {
+        let resp = req.send().await.map_err(|source| ApiError::Network { url: self.base.to_string(), source })?;
+        let status = resp.status();
+        if status.is_success() || status == reqwest::StatusCode::NOT_MODIFIED {
+            return Ok(resp);
+        }
+        let body = resp.text().await.unwrap_or_default();
+        let (code, message) = match serde_json::from_str::<ErrorBody>(&body) {
+            Ok(b) => (b.error.code, b.error.message),
+            Err(_) => ("unknown".into(), if body.is_empty() { status.canonical_reason().unwrap_or("").to_string() } else { body.chars().take(300).collect() }),
+        };
+        Err(ApiError::Status { what, status: status.as_u16(), code, message })
+    }
+
+    async fn json<T: serde::de::DeserializeOwned>(what: &'static str, resp: reqwest::Response) -> Result<T, ApiError> {
+        let body = resp.bytes().await.map_err(|e| ApiError::Protocol { what, detail: e.to_string() })?;
+        serde_json::from_slice(&body).map_err(|e| ApiError::Protocol { what, detail: format!("{e}: {}", String::from_utf8_lossy(&body[..body.len().min(300)])) })
+    }
+
+    pub async fn register(&self, req: &RegisterRequest) -> Result<Registration, ApiError> {
+        let what = "registration (POST /api/v1/workers)";
+        let resp = self.send(what, self.http.post(self.url("/api/v1/workers")).bearer_auth(&self.token).json(req)).await?;
+        Self::json(what, resp).await
+    }
+
+    pub async fn heartbeat(&self, worker_id: u32, hb: &Heartbeat) -> Result<HeartbeatReply, ApiError> {
+        let what = "a heartbeat";
+        let resp = self.send(what, self.http.post(self.url(&format!("/api/v1/workers/{worker_id}/heartbeat"))).bearer_auth(&self.token).json(hb)).await?;
+        Self::json(what, resp).await
+    }
+
+    pub async fn episodes(&self, worker_id: u32, episodes: &[EpisodeReport]) -> Result<(), ApiError> {
+        let req = EpisodesRequest { worker_id, episodes };
+        self.send("an episode report", self.http.post(self.url("/api/v1/episodes")).bearer_auth(&self.token).json(&req)).await?;
+        Ok(())
+    }
+
+    /// Upload one encoded batch (the wire format, as spooled).
+    pub async fn upload(&self, batch: Vec<u8>) -> Result<UploadReply, ApiError> {
+        let what = "an experience upload";
+        let req = self.http.post(self.url("/api/v1/experience")).bearer_auth(&self.token).header(reqwest::header::CONTENT_TYPE, "application/octet-stream").body(batch);
+        let resp = self.send(what, req).await?;
+        // A 2xx means the manager has the batch, whatever its body says: never resend
+        // it because of an unreadable answer.
+        Ok(Self::json(what, resp).await.unwrap_or_else(|e| {
+            tracing::warn!("{e}; counting the batch as accepted");
+            UploadReply { accepted: 0, duplicate: false }
+        }))
+    }
+
+    /// The latest model, unless `etag` still names it.
+    pub async fn latest_model(&self, etag: Option<&str>) -> Result<ModelFetch, ApiError> {
+        let mut req = self.http.get(self.url("/api/v1/models/latest")).bearer_auth(&self.token);
+        if let Some(tag) = etag {
+            req = req.header(reqwest::header::IF_NONE_MATCH, tag);
+        }
+        let resp = match self.send("a model download", req).await {
+            Err(ApiError::Status { status: 404, .. }) => return Ok(ModelFetch::NoneYet),
+            r => r?,
+        };
+        if resp.status() == reqwest::StatusCode::NOT_MODIFIED {
+            return Ok(ModelFetch::NotModified);
+        }
+        let header = |name: &str| resp.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
+        let etag = header("etag");
+        let version = header("x-shine-model-version").and_then(|v| v.parse().ok());
+        let bytes = resp.bytes().await.map_err(|source| ApiError::Network { url: self.base.to_string(), source })?.to_vec();
+        Ok(ModelFetch::Model { bytes, etag, version })
+    }
+}

@@ -1,0 +1,24 @@
+//! `shine-worker` as a library: the actor that plays and uploads, and local play.
+//!
+//! Data flow of `run` (see [`run`] for the tasks and shutdown):
+//! ```text
+//! manager ─registration, model─► run ─► actor (K envs, batched inference, n-step)
+//!                                         │ RawBatch
+//!                                         ▼
+//!                         uploader: encode + zstd ─► spool (disk) ─► POST /api/v1/experience
+//! ```
+//! - [`run`]: `shine-worker run`: settings (flags, environment, config file), the
+//!   tasks that talk to the manager, shutdown.
+//! - [`actor`]: the environment loop: K environments, one forward pass per round,
+//!   epsilon-greedy, n-step transitions, episode reports, model swaps.
+//! - [`uploader`]: spooling and delivering batches exactly once, with retries.
+//! - [`spool`]: the bounded on-disk queue of unsent batches.
+//! - [`client`]: the typed HTTP client for `docs/api.md`.
+//! - [`play`]: `play` and `eval`: local episodes with a built-in policy or a model.
+
+pub mod actor;
+pub mod client;
+pub mod play;
+pub mod run;
+pub mod spool;
+pub mod uploader;

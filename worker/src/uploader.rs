@@ -1,0 +1,207 @@
+//! Getting gameplay to the manager without losing or doubling any of it.
+//!
+//! ```text
+//! actor ─RawBatch─► spool_batches: encode (zstd, new upload_id) ─► Spool (disk) ─► drain ─► POST /api/v1/experience
+//! ```
+//!
+//! - Every batch goes to the disk spool first (see [`crate::spool`]): a batch exists
+//!   in exactly one place, a spool file, until the manager took it.
+//! - [`drain`] sends the oldest spooled batch and deletes its file only after a 2xx.
+//!   Network errors, 5xx and 429 are retried with exponential backoff and jitter
+//!   (`backon`), forever: while the manager is away the spool grows, and its bound
+//!   decides what is dropped (the oldest, counted and logged).
+//! - A batch's `upload_id` is fixed when it is encoded and travels in the file, so a
+//!   retry after a lost answer is a duplicate the manager recognises and ignores:
+//!   exactly once.
+//! - 404 means the manager forgot this worker (it restarted): the batch is kept,
+//!   registration is renewed, and the batch is sent again under the new worker id
+//!   (the upload id, and so deduplication, is unchanged).
+//! - 401/403 stop the worker: the token is wrong, retrying cannot help and dropping
+//!   gameplay for it would be wrong; the batches stay spooled for the next start.
+//! - Any other 4xx is final: logged with the manager's message, the batch dropped and
+//!   counted.
+
+use crate::actor::RawBatch;
+use crate::client::{ApiError, Client};
+use crate::spool::{Entry, Spool};
+use backon::BackoffBuilder;
+use rand::Rng;
+use shine_agent::experience::{encode, BatchMeta};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::Notify;
+
+/// What the uploader did, for heartbeats, the log and the stats file.
+#[derive(Debug, Default)]
+pub struct UploadStats {
+    /// Batches and transitions the manager accepted (2xx, not duplicates).
+    pub batches_uploaded: AtomicU64,
+    pub transitions_uploaded: AtomicU64,
+    /// 2xx answers saying "already have it": retries whose first answer was lost.
+    pub duplicates: AtomicU64,
+    /// Rejected for good (4xx other than 401/403/404).
+    pub batches_rejected: AtomicU64,
+    pub transitions_rejected: AtomicU64,
+    /// Dropped because the spool was full.
+    pub batches_dropped: AtomicU64,
+    pub transitions_dropped: AtomicU64,
+    /// Batches waiting in the spool right now.
+    pub spooled_batches: AtomicU64,
+    pub spooled_transitions: AtomicU64,
+}
+
+/// This worker's identity at the manager; renewed when the manager forgets it.
+#[derive(Debug, Default)]
+pub struct Identity {
+    worker_id: AtomicU32,
+    /// Woken when a request said 404: the registration task registers again.
+    pub reregister: Notify,
+}
+
+impl Identity {
+    pub fn new(worker_id: u32) -> Self {
+        Identity { worker_id: AtomicU32::new(worker_id), reregister: Notify::new() }
+    }
+    pub fn worker_id(&self) -> u32 {
+        self.worker_id.load(Relaxed)
+    }
+    pub fn set_worker_id(&self, id: u32) {
+        self.worker_id.store(id, Relaxed);
+    }
+}
+
+/// The retry schedule: 0.5 s doubling to at most 30 s, with jitter so that a fleet
+/// of workers does not come back in lockstep when the manager does; never gives up.
+pub fn backoff() -> impl Iterator<Item = Duration> {
+    backon::ExponentialBuilder::default().with_min_delay(Duration::from_millis(500)).with_max_delay(Duration::from_secs(30)).with_factor(2.0).with_jitter().without_max_times().build()
+}
+
+/// Overwrite the worker id in an encoded batch's header (bytes 16..20).
+pub fn set_header_worker_id(batch: &mut [u8], worker_id: u32) {
+    if batch.len() >= 20 {
+        batch[16..20].copy_from_slice(&worker_id.to_le_bytes());
+    }
+}
+
+fn update_gauges(spool: &Spool, stats: &UploadStats) {
+    stats.spooled_batches.store(spool.len() as u64, Relaxed);
+    stats.spooled_transitions.store(spool.transitions(), Relaxed);
+}
+
+/// Run blocking spool work off the async threads.
+async fn with_spool<T: Send + 'static>(spool: &Arc<Mutex<Spool>>, f: impl FnOnce(&mut Spool) -> T + Send + 'static) -> T {
+    let spool = spool.clone();
+    tokio::task::spawn_blocking(move || f(&mut spool.lock().unwrap_or_else(|p| p.into_inner()))).await.expect("spool task panicked")
+}
+
+/// Encode each batch from the actor (compressed, with a fresh upload id) and spool it.
+/// Returns when the actor has dropped its sender and everything is on disk.
+pub async fn spool_batches(mut rx: tokio::sync::mpsc::Receiver<RawBatch>, spool: Arc<Mutex<Spool>>, identity: Arc<Identity>, stats: Arc<UploadStats>, wake: Arc<Notify>) -> anyhow::Result<()> {
+    while let Some(batch) = rx.recv().await {
+        let meta = BatchMeta { worker_id: identity.worker_id(), model_version: batch.model_version, n_step: batch.n_step, upload_id: rand::rng().random() };
+        let stats2 = stats.clone();
+        with_spool(&spool, move |s| -> anyhow::Result<()> {
+            let bytes = encode(&meta, &batch.data, true);
+            let dropped = s.push(&bytes, &meta.upload_id)?;
+            stats2.batches_dropped.fetch_add(dropped.batches, Relaxed);
+            stats2.transitions_dropped.fetch_add(dropped.transitions, Relaxed);
+            update_gauges(s, &stats2);
+            Ok(())
+        })
+        .await?;
+        wake.notify_one();
+    }
+    Ok(())
+}
+
+/// How [`drain`] ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DrainMode {
+    /// Keep sending and retrying until `stop` fires.
+    Forever,
+    /// Shutting down: send what is spooled, stop at the first failure or when empty;
+    /// whatever is left stays on disk for the next start.
+    Flush,
+}
+
+/// Send spooled batches, oldest first, until `stop` fires (mode `Forever`) or the
+/// spool is empty or the manager fails (mode `Flush`). Returns an error only when the
+/// worker must stop (the manager refuses the token).
+pub async fn drain(client: Client, spool: Arc<Mutex<Spool>>, identity: Arc<Identity>, stats: Arc<UploadStats>, wake: Arc<Notify>, stop: tokio_util::sync::CancellationToken, mode: DrainMode) -> anyhow::Result<()> {
+    let mut delays = backoff();
+    loop {
+        if stop.is_cancelled() {
+            return Ok(());
+        }
+        let next = with_spool(&spool, |s| s.take_oldest()).await?;
+        let Some((entry, mut bytes)) = next else {
+            if mode == DrainMode::Flush {
+                return Ok(());
+            }
+            tokio::select! {
+                _ = wake.notified() => continue,
+                _ = stop.cancelled() => return Ok(()),
+            }
+        };
+        set_header_worker_id(&mut bytes, identity.worker_id());
+        let outcome = client.upload(bytes).await;
+        let failure = match outcome {
+            Ok(reply) => {
+                if reply.duplicate {
+                    stats.duplicates.fetch_add(1, Relaxed);
+                    tracing::debug!(batch = %entry.name, "the manager already had this batch (a retry)");
+                } else {
+                    stats.batches_uploaded.fetch_add(1, Relaxed);
+                    stats.transitions_uploaded.fetch_add(entry.transitions, Relaxed);
+                }
+                finish(&spool, &stats, &entry).await?;
+                delays = backoff();
+                continue;
+            }
+            Err(ApiError::Status { status: 401 | 403, message, .. }) => {
+                release(&spool, &entry).await;
+                anyhow::bail!("the manager refused our token ({message}): check --token / SHINE_TOKEN; {} spooled batches are kept in {}", stats.spooled_batches.load(Relaxed), spool.lock().unwrap_or_else(|p| p.into_inner()).dir().display());
+            }
+            Err(e @ ApiError::Status { status: 404, .. }) => {
+                identity.reregister.notify_one();
+                e
+            }
+            Err(e) if e.is_retryable() => e,
+            Err(e) => {
+                tracing::error!(batch = %entry.name, transitions = entry.transitions, "the manager rejected a batch; dropping it: {e}");
+                stats.batches_rejected.fetch_add(1, Relaxed);
+                stats.transitions_rejected.fetch_add(entry.transitions, Relaxed);
+                finish(&spool, &stats, &entry).await?;
+                continue;
+            }
+        };
+        release(&spool, &entry).await;
+        if mode == DrainMode::Flush {
+            tracing::warn!("{failure}; {} batches stay spooled and are sent at the next start", stats.spooled_batches.load(Relaxed));
+            return Ok(());
+        }
+        let delay = delays.next().unwrap_or(Duration::from_secs(30));
+        tracing::warn!(retry_in_s = format!("{:.1}", delay.as_secs_f64()), spooled_batches = stats.spooled_batches.load(Relaxed), "{failure}");
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = stop.cancelled() => return Ok(()),
+        }
+    }
+}
+
+async fn finish(spool: &Arc<Mutex<Spool>>, stats: &Arc<UploadStats>, entry: &Entry) -> anyhow::Result<()> {
+    let (seq, stats) = (entry.seq, stats.clone());
+    with_spool(spool, move |s| {
+        let r = s.remove(seq);
+        update_gauges(s, &stats);
+        r
+    })
+    .await?;
+    Ok(())
+}
+
+async fn release(spool: &Arc<Mutex<Spool>>, entry: &Entry) {
+    let seq = entry.seq;
+    with_spool(spool, move |s| s.release(seq)).await;
+}

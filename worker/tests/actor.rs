@@ -1,0 +1,157 @@
+//! The actor end to end on a scripted game: the transitions it hands the uploader,
+//! its episode reports, and evaluation episodes.
+
+mod common;
+
+use common::{model, Scripted, AGENT_PERCENT};
+use shine_agent::experience::{col, TRANSITION_FLOATS};
+use shine_agent::model::{QNet, Scratch};
+use shine_agent::{ActionSet, Task, STATE_DIM};
+use shine_bridge::MatchSetup;
+use shine_worker::actor::{run_actor, ActorConfig, ActorIo, Counters, Model, RawBatch};
+use shine_worker::client::EpisodeReport;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// Hit early in three episodes out of four; the fourth runs into the time limit.
+fn schedule(seed: u64) -> Option<u32> {
+    (!seed.is_multiple_of(4)).then_some(20 + (seed % 200) as u32)
+}
+
+fn config(n_step: u8, eval_share: f64) -> ActorConfig {
+    ActorConfig {
+        task: Task::Untouchable,
+        actions: ActionSet::Untouchable,
+        setup: MatchSetup::default(),
+        envs: 3,
+        n_step,
+        gamma: 0.9,
+        cpu_level: 9,
+        cpu_level_top_share: 0.7,
+        eval_share,
+        batch_transitions: 500,
+        batch_secs: 3600.0,
+        seed: 7,
+    }
+}
+
+struct Played {
+    rows: Vec<[f32; TRANSITION_FLOATS]>,
+    batches: Vec<RawBatch>,
+    reports: Vec<EpisodeReport>,
+    counters: Arc<Counters>,
+}
+
+/// Run the actor until `enough(reports)` holds, then stop it and collect everything.
+fn play(cfg: ActorConfig, epsilon: f64, enough: impl Fn(&[EpisodeReport]) -> bool) -> Played {
+    let (batch_tx, mut batch_rx) = tokio::sync::mpsc::channel(1 << 16);
+    let (ep_tx, mut ep_rx) = tokio::sync::mpsc::channel(1 << 16);
+    let (_model_tx, model_rx) = tokio::sync::mpsc::channel(1);
+    let counters = Arc::new(Counters::default());
+    counters.set_epsilon(epsilon);
+    let cancel = CancellationToken::new();
+    let actor = {
+        let (counters, cancel) = (counters.clone(), cancel.clone());
+        let io = ActorIo { batches: batch_tx, episodes: ep_tx, models: model_rx };
+        std::thread::spawn(move || run_actor(cfg, |_| Ok(Scripted::new(MatchSetup::default(), schedule)), Model { net: model(1), version: 1 }, io, counters, cancel))
+    };
+    let mut reports = Vec::new();
+    while !enough(&reports) {
+        match ep_rx.blocking_recv() {
+            Some(r) => reports.push(r),
+            None => break,
+        }
+        assert!(reports.len() < 10_000, "never had enough episodes");
+    }
+    cancel.cancel();
+    actor.join().unwrap().expect("the actor stops cleanly");
+    reports.extend(std::iter::from_fn(|| ep_rx.try_recv().ok()));
+    let batches: Vec<RawBatch> = std::iter::from_fn(|| batch_rx.try_recv().ok()).collect();
+    let rows = batches.iter().flat_map(|b| b.data.chunks_exact(TRANSITION_FLOATS).map(|c| <[f32; TRANSITION_FLOATS]>::try_from(c).unwrap())).collect();
+    Played { rows, batches, reports, counters }
+}
+
+fn survived_some(r: &[EpisodeReport]) -> bool {
+    r.len() >= 12 && r.iter().filter(|e| e.survived).count() >= 2
+}
+
+#[test]
+fn one_step_rows_are_57_floats_with_terminal_only_where_the_agent_was_hit() {
+    let p = play(config(1, 0.0), 0.5, survived_some);
+    assert!(p.rows.len() > 200, "{} rows", p.rows.len());
+    assert_eq!(p.counters.transitions.load(Relaxed), p.rows.len() as u64, "every transition counted reached the uploader");
+    assert!(p.batches.iter().all(|b| b.n_step == 1 && b.model_version == 1 && b.data.len() % 57 == 0 && b.count() <= 500));
+    let mut terminals = 0;
+    for (i, r) in p.rows.iter().enumerate() {
+        let (a, reward, terminal) = (r[col::ACTION], r[col::REWARD], r[col::TERMINAL]);
+        assert!(a.fract() == 0.0 && (0.0..5.0).contains(&a), "row {i}: action {a}");
+        assert!(terminal == 0.0 || terminal == 1.0, "row {i}: terminal {terminal}");
+        let hit_after = r[col::NEXT_STATE + AGENT_PERCENT] > 0.0;
+        assert_eq!(terminal == 1.0, hit_after, "row {i}: terminal exactly when the next state shows the hit");
+        assert_eq!(r[col::STATE + AGENT_PERCENT], 0.0, "row {i}: no transition starts after a hit");
+        // Untouchable: 1/60 for the one-frame "nothing" macro standing in Wait, else 0.
+        let want = if a == 0.0 && terminal == 0.0 { 1.0 / 60.0 } else { 0.0 };
+        assert!((reward - want).abs() < 1e-6, "row {i}: action {a}, reward {reward}, want {want}");
+        terminals += terminal as usize;
+    }
+    // Time-limit episodes add no terminal row: one terminal row per hit episode played
+    // to its end (hits are counted in the reports; the rows of the episodes still
+    // running at shutdown have no terminal yet).
+    let hits = p.reports.iter().filter(|e| !e.survived).count();
+    assert_eq!(terminals, hits, "one terminal row per hit episode");
+    let explored = p.rows.iter().map(|r| r[col::ACTION] as usize).collect::<std::collections::HashSet<_>>();
+    assert!(explored.len() >= 4, "epsilon 0.5 tries most actions: {explored:?}");
+}
+
+#[test]
+fn episode_reports_tell_survival_and_cpu_levels() {
+    let p = play(config(1, 0.0), 0.3, |r| r.len() >= 60 && r.iter().filter(|e| e.survived).count() >= 2);
+    assert_eq!(p.counters.episodes.load(Relaxed), p.reports.len() as u64);
+    for e in &p.reports {
+        // Survival means the full minute; a hit ends the episode early.
+        assert_eq!(e.survived, e.frames == 3600, "{e:?}");
+        assert!(!e.survived || (e.reward > 0.0 && e.reward <= 60.0 + 1e-3), "{e:?}");
+        assert!(!e.eval && (1..=9).contains(&e.cpu_level) && e.model_version == 1, "{e:?}");
+    }
+    let top = p.reports.iter().filter(|e| e.cpu_level == 9).count() as f64 / p.reports.len() as f64;
+    assert!(top > 0.5, "level 9 in about 73 % of training episodes, got {top}");
+    assert!(p.reports.iter().any(|e| e.cpu_level < 9), "the other levels are played too");
+}
+
+#[test]
+fn evaluation_episodes_are_greedy_at_the_top_level_whatever_epsilon() {
+    // eval_share 1: every episode is an evaluation; epsilon 1 would make every
+    // training action random.
+    let p = play(config(1, 1.0), 1.0, |r| r.len() >= 6);
+    assert!(p.reports.iter().all(|e| e.eval && e.cpu_level == 9), "{:?}", p.reports);
+    let net = model(1);
+    let (mut q, mut scratch) = (vec![0.0; 5], Scratch::default());
+    for r in &p.rows {
+        net.forward(&r[col::STATE..col::STATE + STATE_DIM], 1, &mut q, &mut scratch);
+        assert_eq!(r[col::ACTION] as usize, QNet::argmax(&q), "an evaluation action is the model's argmax");
+    }
+    assert!(!p.rows.is_empty());
+}
+
+#[test]
+fn n_step_rows_drop_the_unfinished_tail_of_time_limited_episodes() {
+    // Epsilon 1: uniformly random actions, so "nothing" often follows "nothing".
+    let p = play(config(3, 0.0), 1.0, survived_some);
+    let survived = p.reports.iter().filter(|e| e.survived).count() as u64;
+    let hits = p.reports.iter().filter(|e| !e.survived).count();
+    for r in &p.rows {
+        let hit_after = r[col::NEXT_STATE + AGENT_PERCENT] > 0.0;
+        assert_eq!(r[col::TERMINAL] == 1.0, hit_after);
+        // Three 1/60 rewards at most, discounted.
+        assert!(r[col::REWARD] >= 0.0 && r[col::REWARD] <= (1.0 + 0.9 + 0.81) / 60.0 + 1e-6, "{}", r[col::REWARD]);
+    }
+    // Each finished hit episode ends with up to 3 terminal rows (fewer if it was shorter).
+    let terminals = p.rows.iter().filter(|r| r[col::TERMINAL] == 1.0).count();
+    assert!(terminals >= hits && terminals <= 3 * hits, "{terminals} terminal rows for {hits} hits");
+    // Each time-limited episode leaves n-1 = 2 decisions that cannot be completed;
+    // shutdown adds at most 2 per environment.
+    let incomplete = p.counters.incomplete.load(Relaxed);
+    assert!(incomplete >= 2 * survived && incomplete <= 2 * survived + 2 * 3, "{incomplete} incomplete for {survived} time limits");
+    assert!(p.rows.iter().any(|r| r[col::REWARD] > 1.5 / 60.0), "some rows sum several rewards");
+}

@@ -1,0 +1,88 @@
+//! A scripted game for the worker's tests: a real [`Emulator`] that writes Melee's RAM
+//! layout like the simulator does, but whose outcome the test fixes in advance: the
+//! agent stands in Wait and is hit at a frame chosen from the episode seed (or never,
+//! and the episode runs into the time limit). That makes rewards and terminal flags
+//! checkable by hand, which the real simulator's fights are not.
+#![allow(dead_code)]
+
+use rand::SeedableRng;
+use shine_agent::model::{random_weights, save, ModelMeta, QNet};
+use shine_bridge::melee::action;
+use shine_bridge::ram::{addr, fighter, static_block, static_player, RamImage, SIM_FIGHTER_DATA};
+use shine_bridge::{Emulator, MatchSetup, Pad, RamView};
+
+/// Frame at which the agent is hit, from the episode seed; `None`: never.
+pub type Schedule = fn(u64) -> Option<u32>;
+
+pub struct Scripted {
+    img: RamImage,
+    setup: MatchSetup,
+    frame: u32,
+    hit_at: Option<u32>,
+    schedule: Schedule,
+}
+
+/// State index of the agent's percent (second player block).
+pub const AGENT_PERCENT: usize = 13 + shine_agent::state::idx::PERCENT;
+
+impl Scripted {
+    pub fn new(setup: MatchSetup, schedule: Schedule) -> Self {
+        let mut s = Scripted { img: RamImage::sim(), setup, frame: 0, hit_at: None, schedule };
+        s.write();
+        s
+    }
+
+    fn write(&mut self) {
+        let hit = self.hit_at.is_some_and(|h| self.frame >= h);
+        let mut w = self.img.writer();
+        for (port, data, is_agent) in [(self.setup.opponent_port, SIM_FIGHTER_DATA[0], false), (self.setup.agent_port, SIM_FIGHTER_DATA[1], true)] {
+            let s = static_block(port);
+            // The opponent paces back and forth so that states differ frame to frame.
+            let x = if is_agent { 0.0 } else { -60.0 + (self.frame % 120) as f32 };
+            w.set_f32(s + static_player::X, x).unwrap();
+            w.set_f32(s + static_player::Y, 0.0).unwrap();
+            w.set_u16(s + static_player::PERCENT, if is_agent && hit { 10 } else { 0 }).unwrap();
+            w.set_u8(s + static_player::STOCKS, 4).unwrap();
+            w.set_u32(s + static_player::FIGHTER_PTR, data).unwrap();
+            let act = if is_agent && hit { action::DAMAGE_HIGH_1 } else { action::WAIT };
+            w.set_u32(data + fighter::ACTION_STATE, act).unwrap();
+            w.set_f32(data + fighter::FACING, 1.0).unwrap();
+        }
+        w.set_u32(addr::FRAME_COUNTER, self.frame).unwrap();
+    }
+}
+
+impl Emulator for Scripted {
+    type Error = std::convert::Infallible;
+
+    fn reset(&mut self, setup: MatchSetup, seed: u64) -> Result<(), Self::Error> {
+        self.setup = setup;
+        self.frame = 0;
+        self.hit_at = (self.schedule)(seed);
+        self.write();
+        Ok(())
+    }
+    fn step(&mut self, _pad: &Pad) -> Result<(), Self::Error> {
+        self.frame += 1;
+        self.write();
+        Ok(())
+    }
+    fn ram(&self) -> RamView<'_> {
+        self.img.view()
+    }
+    fn setup(&self) -> MatchSetup {
+        self.setup
+    }
+}
+
+/// A model file with random weights for the Untouchable action set.
+pub fn model_bytes(version: u64, weights_seed: u64) -> Vec<u8> {
+    let mut meta = ModelMeta::new("untouchable", 5);
+    meta.model_version = version;
+    let w = random_weights(&meta, &mut rand_chacha::ChaCha8Rng::seed_from_u64(weights_seed));
+    save(&meta, &w).unwrap()
+}
+
+pub fn model(version: u64) -> QNet {
+    QNet::load(&model_bytes(version, 1)).unwrap()
+}
