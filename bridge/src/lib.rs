@@ -7,6 +7,8 @@
 //! - [`pad`]: one frame's controller state and Dolphin's named-pipe protocol.
 //! - [`emulator`]: the [`Emulator`] trait every backend implements: step a frame with
 //!   a [`Pad`], then read the [`RamView`] that frame produced.
+//! - [`dolphin`]: the real emulator: user folder, launch, guest RAM by mmap, the pad
+//!   by pipe, the frame tick, menu navigation; plus the DOL format and the probe.
 //! - [`sim`]: the embedded Melee-like simulator; it writes the real RAM layout every
 //!   frame, so the worker reads it with the same code that reads Dolphin.
 //!
@@ -14,6 +16,7 @@
 //!   Pad ──► Emulator::step ──► RAM (big-endian, real addresses) ──► RamView ──► agent
 //! ```
 
+pub mod dolphin;
 pub mod emulator;
 pub mod melee;
 pub mod pad;

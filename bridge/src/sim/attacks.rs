@@ -190,7 +190,18 @@ pub static FOX: Moveset = Moveset {
     dair: aerial(49, 32, &[hb(5, 24, 0.0, 0.0, 6.0, 8.0, 290.0, 100.0, 10.0)]),
     shine: Some(AttackData {
         total: 3,
-        hitboxes: &[Hitbox { first: 1, last: 1, dx: 0.0, dy: 6.0, radius: 8.0, damage: 5.0, angle: 20.0, kbg: 100.0, bkb: 0.0, wbkb: 40.0 }],
+        hitboxes: &[Hitbox {
+            first: 1,
+            last: 1,
+            dx: 0.0,
+            dy: 6.0,
+            radius: 8.0,
+            damage: 5.0,
+            angle: 20.0,
+            kbg: 100.0,
+            bkb: 0.0,
+            wbkb: 40.0,
+        }],
         landing_lag: 0,
         charge_frame: 0,
     }),
@@ -214,10 +225,20 @@ pub static MARTH: Moveset = Moveset {
     shine: None,
 };
 
-/// Whether `hb`, put out by a fighter at `(ax, ay)` facing `facing`, touches a
-/// hurtbox: a vertical capsule from `ty + r` to `ty + height - r` at `tx`, radius `r`.
-/// `margin` shrinks the reach (the CPU's estimate of "safely in range").
-pub fn hitbox_touches(hb: &Hitbox, ax: f32, ay: f32, facing: f32, tx: f32, ty: f32, height: f32, r: f32, margin: f32) -> bool {
+/// A fighter's hurtbox: a vertical capsule standing on `(x, y)`, `height` tall and
+/// `radius` wide.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Hurtbox {
+    pub x: f32,
+    pub y: f32,
+    pub height: f32,
+    pub radius: f32,
+}
+
+/// Whether `hb`, put out by a fighter standing at `(ax, ay)` facing `facing`, touches
+/// `target`. `margin` shrinks the reach (the CPU's estimate of "safely in range").
+pub fn hitbox_touches(hb: &Hitbox, ax: f32, ay: f32, facing: f32, target: &Hurtbox, margin: f32) -> bool {
+    let Hurtbox { x: tx, y: ty, height, radius: r } = *target;
     let (cx, cy) = (ax + facing * hb.dx, ay + hb.dy);
     let (lo, hi) = (ty + r, ty + (height - r).max(r));
     let ny = cy.clamp(lo, hi);
@@ -247,17 +268,21 @@ mod tests {
         let reach = |m: &Moveset, a| m.get(a).unwrap().hitboxes.iter().map(|h| h.dx + h.radius).fold(0.0, f32::max);
         for a in [Attack::Jab, Attack::Ftilt, Attack::Dtilt, Attack::Fsmash] {
             assert!(reach(&MARTH, a) > reach(&FOX, a), "{a:?}");
-            assert!(MARTH.get(a).unwrap().active_window().0 > FOX.get(a).unwrap().active_window().0 || a == Attack::Fsmash);
+            assert!(MARTH.get(a).unwrap().active_window().0 >= FOX.get(a).unwrap().active_window().0 || a == Attack::Fsmash, "{a:?}");
         }
     }
 
     #[test]
     fn hurtbox_capsule_geometry() {
         let h = hb(1, 1, 10.0, 5.0, 3.0, 1.0, 0.0, 0.0, 0.0);
+        let at = |x: f32, y: f32| Hurtbox { x, y, height: 12.0, radius: 4.0 };
         // Centre at x = 10, the capsule at x = 16 with radius 4: gap 6 < 7.
-        assert!(hitbox_touches(&h, 0.0, 0.0, 1.0, 16.0, 0.0, 12.0, 4.0, 0.0));
-        assert!(!hitbox_touches(&h, 0.0, 0.0, 1.0, 17.5, 0.0, 12.0, 4.0, 0.0));
-        assert!(!hitbox_touches(&h, 0.0, 0.0, -1.0, 16.0, 0.0, 12.0, 4.0, 0.0), "facing away");
-        assert!(!hitbox_touches(&h, 0.0, 0.0, 1.0, 16.0, 0.0, 12.0, 4.0, 2.0), "a margin shortens reach");
+        assert!(hitbox_touches(&h, 0.0, 0.0, 1.0, &at(16.0, 0.0), 0.0));
+        assert!(!hitbox_touches(&h, 0.0, 0.0, 1.0, &at(17.5, 0.0), 0.0));
+        assert!(!hitbox_touches(&h, 0.0, 0.0, -1.0, &at(16.0, 0.0), 0.0), "facing away");
+        assert!(!hitbox_touches(&h, 0.0, 0.0, 1.0, &at(16.0, 0.0), 2.0), "a margin shortens reach");
+        // Above the head: the capsule's top (y 8) plus radius reaches y 12.
+        assert!(hitbox_touches(&h, 15.0, 10.0, 1.0, &at(25.0, 0.0), 0.0));
+        assert!(!hitbox_touches(&h, 15.0, 20.0, 1.0, &at(25.0, 0.0), 0.0));
     }
 }
