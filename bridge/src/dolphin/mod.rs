@@ -1,0 +1,534 @@
+//! The Dolphin backend: real Melee in a real emulator, behind the same [`Emulator`]
+//! trait as the embedded simulator.
+//!
+//! Layout and data flow:
+//! - [`userdir`]: the per-instance user folder (config, controller mapping, FIFO,
+//!   the boot-to-CSS Gecko code, the optional MemoryWatcher watch list).
+//! - [`process`]: finding `dolphin-emu-nogui`, launching it headless with its log
+//!   captured, noticing that it died.
+//! - [`guest`]: finding Dolphin's guest-RAM segment through `/proc/PID/fd`.
+//! - [`sys`]: the only `unsafe` (the mmap and `mkfifo`), with its `# Safety` note.
+//! - [`pipe`]: the pad, one `write()` per frame.
+//! - [`menu`]: from wherever Melee is to a fresh match (pure decisions on RAM).
+//! - [`dol`], [`probe`]: the DOL format and the homebrew probe that proves the
+//!   whole path against real Dolphin without a game image.
+//!
+//! ```text
+//!  Pad ─► FIFO (Pipes/botN) ─► Dolphin ─► guest RAM (/dev/shm/dolphin-emu.PID, mmap) ─► RamView
+//!                                  └──── frame tick: frame counter moved (or a MemoryWatcher datagram)
+//! ```
+//!
+//! Timing: upstream Dolphin does not wait for input. [`Dolphin::step`] writes the pad,
+//! then waits for the frame counter to move; if it moved by more than one, the frames
+//! in between ran with the previous pad and are counted in
+//! [`Emulator::skipped_frames`] (the paper's agent suffered from exactly this; here it
+//! is visible). Every pad ends with `FLUSH`, which lock-steps Slippi builds with
+//! `BlockingPipes` (and the test peer), and which upstream ignores.
+
+pub mod dol;
+pub mod guest;
+pub mod menu;
+pub mod pipe;
+pub mod probe;
+pub mod process;
+pub mod sys;
+pub mod userdir;
+
+use crate::emulator::{Emulator, MatchSetup};
+use crate::pad::Pad;
+use crate::ram::{addr, RamError, RamView};
+use menu::{MenuGoal, MenuStep, Navigator};
+use pipe::{PadPipe, PipeError};
+use process::DolphinProcess;
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use sys::MappedRam;
+use thiserror::Error;
+pub use userdir::Speed;
+
+/// Everything that can go wrong, each with what to do about it.
+#[derive(Debug, Error)]
+pub enum DolphinError {
+    #[error("Dolphin is not installed (looked for {}): {hint}", searched.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "), hint = process::INSTALL_HINT)]
+    NotInstalled { searched: Vec<PathBuf> },
+    #[error("the game image {0} does not exist: pass your own Melee NTSC 1.02 image (an .iso) with --iso PATH")]
+    ImageMissing(PathBuf),
+    #[error("could not start {exe}: {source}")]
+    Spawn { exe: PathBuf, source: std::io::Error },
+    #[error("Dolphin exited during start-up ({status}); its log ({log_path}) ends with:\n{log}")]
+    ExitedEarly { status: String, log_path: PathBuf, log: String },
+    #[error("Dolphin exited ({status}); its log ({log_path}) ends with:\n{log}")]
+    Died { status: String, log_path: PathBuf, log: String },
+    #[error("Dolphin (pid {pid}) did not expose its guest RAM (/dev/shm/dolphin-emu.{pid}) within {waited:?}; is the image bootable? Dolphin's log ({log_path}) ends with:\n{log}")]
+    RamNotFound { pid: u32, waited: Duration, log_path: PathBuf, log: String },
+    #[error("permission denied opening Dolphin's guest RAM at {path}: run the worker as the same user as Dolphin (and check that /proc is not mounted with hidepid): {source}")]
+    PermissionDenied { path: PathBuf, source: std::io::Error },
+    #[error("mapping Dolphin's guest RAM at {path}: {source}")]
+    MapRam { path: PathBuf, source: std::io::Error },
+    #[error("the game's frame counter ({counter:#010x}) did not move within {waited:?}: the emulator is stuck, or the image is not Melee NTSC 1.02 (or the probe). Dolphin's log ends with:\n{log}")]
+    NoFrames { counter: u32, waited: Duration, log: String },
+    #[error("controller pipe: {0}")]
+    Pipe(#[from] PipeError),
+    #[error("MemoryWatcher socket {path}: {source}")]
+    Watcher { path: PathBuf, source: std::io::Error },
+    #[error("{what} {path}: {source}")]
+    UserDir { path: PathBuf, what: &'static str, source: std::io::Error },
+    #[error("the path {path} is {len} bytes; Unix socket paths must be {max} or shorter: choose a shorter --user-dir")]
+    PathTooLong { path: PathBuf, len: usize, max: usize },
+    #[error("menu navigation did not reach a match within {frames} frames (last: {last}); Melee must be NTSC 1.02 with the boot-to-character-select code (the user folder enables it)")]
+    MenuStuck { frames: u64, last: String },
+    #[error("reading Melee's RAM: {0}")]
+    Ram(#[from] RamError),
+    #[error("invalid Dolphin configuration: {0}")]
+    Config(String),
+}
+
+/// What runs in Dolphin, which decides what `reset` does.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Game {
+    /// Melee NTSC 1.02: `reset` navigates the menus into a fresh match.
+    Melee(MenuGoal),
+    /// A homebrew program (the probe): `reset` only waits for the next frame.
+    Homebrew,
+}
+
+/// How the backend learns that a frame ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TickSource {
+    /// Poll Melee's global frame counter in mapped RAM.
+    #[default]
+    FrameCounter,
+    /// Dolphin's MemoryWatcher datagram (watching the frame counter), once per frame.
+    MemoryWatcher,
+}
+
+/// How to run one Dolphin instance.
+#[derive(Debug, Clone)]
+pub struct DolphinConfig {
+    /// `dolphin-emu-nogui` to run; `None`: search `PATH` and /usr/games.
+    pub executable: Option<PathBuf>,
+    /// The game image (Melee .iso) or a homebrew .dol.
+    pub image: PathBuf,
+    /// The user folder; `None`: a short one under the temp dir.
+    pub user_dir: Option<PathBuf>,
+    pub setup: MatchSetup,
+    pub game: Game,
+    pub speed: Speed,
+    pub tick: TickSource,
+    /// Boot: Dolphin up, RAM mapped, the pipe open, the frame counter moving.
+    pub boot_timeout: Duration,
+    /// Longest wait for one frame (or for the pipe to drain).
+    pub frame_timeout: Duration,
+    /// Most frames `reset` may spend in menus.
+    pub menu_frame_limit: u64,
+    /// Extra command-line arguments (e.g. `-C Dolphin.Core.X=Y`).
+    pub extra_args: Vec<String>,
+    /// Launch waits for Melee's frame counter to move. Off for a program that does not
+    /// keep one (`doctor --exec`): launch then only proves Dolphin runs and RAM maps.
+    pub require_ticks: bool,
+}
+
+impl DolphinConfig {
+    /// Melee with the paper's setup: Fox (bot) vs. Marth (CPU) on Final Destination.
+    pub fn melee(image: impl Into<PathBuf>, setup: MatchSetup) -> Self {
+        let goal = MenuGoal { agent_port: setup.agent_port, opponent_port: setup.opponent_port, cpu_level: setup.cpu_level, ..MenuGoal::default() };
+        DolphinConfig {
+            executable: None,
+            image: image.into(),
+            user_dir: None,
+            setup,
+            game: Game::Melee(goal),
+            speed: Speed::Unlimited,
+            tick: TickSource::FrameCounter,
+            boot_timeout: Duration::from_secs(60),
+            frame_timeout: Duration::from_secs(5),
+            menu_frame_limit: 60 * 180,
+            extra_args: vec![],
+            require_ticks: true,
+        }
+    }
+    /// A homebrew DOL (the probe).
+    pub fn homebrew(dol: impl Into<PathBuf>) -> Self {
+        DolphinConfig { game: Game::Homebrew, ..DolphinConfig::melee(dol, MatchSetup::default()) }
+    }
+}
+
+/// The game id of a disc image (its first six bytes, e.g. "GALE01" for Melee NTSC),
+/// `None` when the file is not a plain GameCube disc image.
+pub fn image_game_id(path: &Path) -> std::io::Result<Option<String>> {
+    use std::io::Read;
+    let mut id = [0u8; 6];
+    let mut f = std::fs::File::open(path)?;
+    if f.read(&mut id)? < 6 || !id.iter().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit()) {
+        return Ok(None);
+    }
+    Ok(Some(String::from_utf8_lossy(&id).into_owned()))
+}
+
+/// Melee NTSC (the only version Shine's RAM map fits; revision 2 = 1.02).
+pub const MELEE_GAME_ID: &str = "GALE01";
+
+/// Counts of what the frame tick saw.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TickStats {
+    /// Frames we waited for (one per pad sent).
+    pub ticks: u64,
+    /// Frames that ran without a fresh pad from us.
+    pub skipped: u64,
+    /// Times Dolphin was (re)started.
+    pub launches: u64,
+}
+
+struct Running {
+    // Field order is drop order: the pipe and the map go before the process is killed.
+    pipe: PadPipe,
+    ram: MappedRam,
+    watcher: Option<UnixDatagram>,
+    proc: DolphinProcess,
+}
+
+/// One Dolphin instance playing for one worker environment.
+pub struct Dolphin {
+    cfg: DolphinConfig,
+    exe: PathBuf,
+    dir: userdir::UserDir,
+    run: Running,
+    setup: MatchSetup,
+    last_frame: u32,
+    stats: TickStats,
+    /// We have stepped in the match on screen (so `reset` must quit it).
+    played: bool,
+    watch_buf: Vec<u8>,
+    /// The user folder was made up by us (not given): removed on drop.
+    owned_dir: bool,
+}
+
+impl Drop for Dolphin {
+    fn drop(&mut self) {
+        self.run.proc.kill();
+        if self.owned_dir {
+            let _ = std::fs::remove_dir_all(&self.dir.root);
+        }
+    }
+}
+
+impl Dolphin {
+    /// Start Dolphin and wait until it runs: RAM mapped, pipe open, frames ticking.
+    pub fn launch(cfg: DolphinConfig) -> Result<Dolphin, DolphinError> {
+        let exe = process::find_executable(cfg.executable.as_deref())?;
+        if !cfg.image.is_file() {
+            return Err(DolphinError::ImageMissing(cfg.image.clone()));
+        }
+        let root = match &cfg.user_dir {
+            Some(d) => d.clone(),
+            None => {
+                static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+                userdir::default_root(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+            }
+        };
+        let spec = userdir_spec(&cfg);
+        let dir = userdir::UserDir::create(&root, &spec)?;
+        let run = start(&exe, &dir, &cfg)?;
+        let setup = cfg.setup;
+        let owned_dir = cfg.user_dir.is_none();
+        let mut d = Dolphin { cfg, exe, dir, run, setup, last_frame: 0, stats: TickStats { launches: 1, ..TickStats::default() }, played: false, watch_buf: vec![0; 4096], owned_dir };
+        if d.cfg.require_ticks {
+            d.wait_for_frames()?;
+        }
+        Ok(d)
+    }
+
+    /// Kill Dolphin and start it again (after a crash, or on request).
+    pub fn restart(&mut self) -> Result<(), DolphinError> {
+        self.run.proc.kill();
+        self.dir = userdir::UserDir::create(&self.dir.root, &userdir_spec(&self.cfg))?;
+        self.run = start(&self.exe, &self.dir, &self.cfg)?;
+        self.stats.launches += 1;
+        self.played = false;
+        if self.cfg.require_ticks {
+            self.wait_for_frames()?;
+        }
+        Ok(())
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.run.proc.pid()
+    }
+    pub fn user_dir(&self) -> &Path {
+        &self.dir.root
+    }
+    pub fn log_path(&self) -> &Path {
+        self.run.proc.log_path()
+    }
+    pub fn stats(&self) -> TickStats {
+        self.stats
+    }
+    /// The frame counter at the last tick.
+    pub fn frame(&self) -> u32 {
+        self.last_frame
+    }
+    /// `Err(Died)` when Dolphin is no longer running.
+    pub fn check_alive(&mut self) -> Result<(), DolphinError> {
+        match self.run.proc.exited() {
+            None => Ok(()),
+            Some(status) => Err(DolphinError::Died { status: status.to_string(), log_path: self.run.proc.log_path().to_path_buf(), log: self.run.proc.log_tail(20) }),
+        }
+    }
+
+    fn read_counter(&self) -> Result<u32, DolphinError> {
+        let off = (addr::FRAME_COUNTER - addr::MEM1_BASE) as usize;
+        let len = self.run.ram.bytes().len();
+        self.run.ram.load_u32_be(off).ok_or(DolphinError::Ram(RamError::OutOfRange { addr: addr::FRAME_COUNTER, len: 4, start: addr::MEM1_BASE, end: addr::MEM1_BASE as u64 + len as u64 }))
+    }
+
+    /// After launch: wait until the frame counter moves, proving the game runs.
+    fn wait_for_frames(&mut self) -> Result<(), DolphinError> {
+        let start = Instant::now();
+        let first = self.read_counter()?;
+        loop {
+            self.check_alive().map_err(|e| match e {
+                DolphinError::Died { status, log_path, log } => DolphinError::ExitedEarly { status, log_path, log },
+                e => e,
+            })?;
+            let now = self.read_counter()?;
+            if now != first {
+                self.last_frame = now;
+                return Ok(());
+            }
+            if start.elapsed() > self.cfg.boot_timeout {
+                return Err(DolphinError::NoFrames { counter: addr::FRAME_COUNTER, waited: self.cfg.boot_timeout, log: self.run.proc.log_tail(20) });
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Wait for the next frame tick; returns the new frame counter.
+    fn tick(&mut self) -> Result<u32, DolphinError> {
+        let start = Instant::now();
+        let mut spins = 0u32;
+        let now = loop {
+            let now = match &self.run.watcher {
+                None => self.read_counter()?,
+                Some(sock) => match recv_latest(sock, &mut self.watch_buf) {
+                    Ok(Some(v)) => v,
+                    Ok(None) => self.last_frame,
+                    Err(source) => return Err(DolphinError::Watcher { path: self.dir.watcher_socket.clone().unwrap_or_default(), source }),
+                },
+            };
+            if now != self.last_frame {
+                break now;
+            }
+            if start.elapsed() > self.cfg.frame_timeout {
+                self.check_alive()?;
+                return Err(DolphinError::NoFrames { counter: addr::FRAME_COUNTER, waited: self.cfg.frame_timeout, log: self.run.proc.log_tail(20) });
+            }
+            // Spin briefly (an unlimited-speed frame takes well under a millisecond),
+            // then back off so a real-time Dolphin does not cost a whole core.
+            spins += 1;
+            if spins < 2000 {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(100));
+            }
+        };
+        let delta = now.wrapping_sub(self.last_frame);
+        // A forward jump of more than one frame means frames ran on the old pad. A
+        // "backward" jump is the counter being reset (a new game), not skipping.
+        if delta > 1 && delta < 1 << 30 {
+            self.stats.skipped += u64::from(delta - 1);
+        }
+        self.stats.ticks += 1;
+        self.last_frame = now;
+        Ok(now)
+    }
+
+    /// Hold `pad` for the next frame: one write, then wait for the frame to end.
+    pub fn step_pad(&mut self, pad: &Pad) -> Result<(), DolphinError> {
+        self.check_alive()?;
+        let timeout = self.cfg.frame_timeout;
+        self.run.pipe.send(pad, true, timeout)?;
+        self.tick()?;
+        Ok(())
+    }
+
+    /// Run the menus until a fresh match is on (Melee only).
+    fn navigate(&mut self, goal: MenuGoal) -> Result<(), DolphinError> {
+        let mut nav = Navigator::new(goal, self.played);
+        let mut last = "nothing yet";
+        for _ in 0..self.cfg.menu_frame_limit {
+            match nav.next(self.ram())? {
+                MenuStep::Done => {
+                    self.played = false;
+                    return Ok(());
+                }
+                MenuStep::Press(pad, why) => {
+                    last = why;
+                    self.step_pad(&pad)?;
+                }
+            }
+        }
+        Err(DolphinError::MenuStuck { frames: self.cfg.menu_frame_limit, last: last.to_string() })
+    }
+}
+
+fn userdir_spec(cfg: &DolphinConfig) -> userdir::UserDirSpec {
+    userdir::UserDirSpec {
+        pipe_port: cfg.setup.agent_port,
+        other_ports: vec![cfg.setup.opponent_port],
+        speed: cfg.speed,
+        memory_watcher: (cfg.tick == TickSource::MemoryWatcher).then(|| vec![format!("{:08X}", addr::FRAME_COUNTER)]),
+        boot_to_css: matches!(cfg.game, Game::Melee(_)),
+    }
+}
+
+/// Launch Dolphin, then find and map its RAM and open the pipe, each with the boot
+/// timeout and each failing early if Dolphin exits.
+fn start(exe: &Path, dir: &userdir::UserDir, cfg: &DolphinConfig) -> Result<Running, DolphinError> {
+    // The MemoryWatcher client binds the socket; Dolphin only sends to it.
+    let watcher = match &dir.watcher_socket {
+        None => None,
+        Some(path) => {
+            let _ = std::fs::remove_file(path);
+            let sock = UnixDatagram::bind(path).map_err(|source| DolphinError::Watcher { path: path.clone(), source })?;
+            sock.set_read_timeout(Some(Duration::from_millis(1))).map_err(|source| DolphinError::Watcher { path: path.clone(), source })?;
+            Some(sock)
+        }
+    };
+    let mut proc = DolphinProcess::spawn(exe, &dir.root, &cfg.image, &dir.log, &cfg.extra_args)?;
+    let started = Instant::now();
+    let early = |proc: &mut DolphinProcess| -> Result<(), DolphinError> {
+        match proc.exited() {
+            None => Ok(()),
+            Some(status) => Err(DolphinError::ExitedEarly { status: status.to_string(), log_path: proc.log_path().to_path_buf(), log: proc.log_tail(20) }),
+        }
+    };
+    let fd_dir = PathBuf::from(format!("/proc/{}/fd", proc.pid()));
+    let ram = loop {
+        early(&mut proc)?;
+        if let Ok(Some(seg)) = guest::scan_fd_dir(&fd_dir) {
+            break guest::map_mem1(&seg)?;
+        }
+        if started.elapsed() > cfg.boot_timeout {
+            return Err(DolphinError::RamNotFound { pid: proc.pid(), waited: cfg.boot_timeout, log_path: proc.log_path().to_path_buf(), log: proc.log_tail(20) });
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let left = cfg.boot_timeout.saturating_sub(started.elapsed()).max(Duration::from_secs(1));
+    let pipe = PadPipe::open(&dir.pipe, left, || {
+        early(&mut proc).map_err(|e| PipeError::Io { path: dir.pipe.clone(), source: std::io::Error::other(e.to_string()) })
+    })?;
+    Ok(Running { pipe, ram, watcher, proc })
+}
+
+/// Drain the MemoryWatcher socket; the frame counter value from the latest datagram
+/// that carried it (`None` if nothing new arrived within the socket's short timeout).
+fn recv_latest(sock: &UnixDatagram, buf: &mut [u8]) -> std::io::Result<Option<u32>> {
+    let mut latest = None;
+    loop {
+        match sock.recv(buf) {
+            Ok(n) => {
+                if let Some(v) = parse_watcher_datagram(&buf[..n], addr::FRAME_COUNTER) {
+                    latest = Some(v);
+                }
+                sock.set_nonblocking(true)?;
+            }
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => break,
+            Err(e) => {
+                let _ = sock.set_nonblocking(false);
+                return Err(e);
+            }
+        }
+    }
+    sock.set_nonblocking(false)?;
+    Ok(latest)
+}
+
+/// A MemoryWatcher datagram: `addr\nvalue\n` pairs in hex, NUL-terminated. Returns the
+/// value watched at `want`.
+pub fn parse_watcher_datagram(data: &[u8], want: u32) -> Option<u32> {
+    let text = std::str::from_utf8(data.split(|b| *b == 0).next()?).ok()?;
+    let mut lines = text.lines();
+    while let (Some(a), Some(v)) = (lines.next(), lines.next()) {
+        let a = a.split_whitespace().next().and_then(|a| u32::from_str_radix(a.trim_start_matches("0x"), 16).ok());
+        // Dolphin writes the address as listed (with or without the 0x8 prefix).
+        if a.is_some_and(|a| a == want || a | 0x8000_0000 == want) {
+            return u32::from_str_radix(v.trim().trim_start_matches("0x"), 16).ok();
+        }
+    }
+    None
+}
+
+impl Emulator for Dolphin {
+    type Error = DolphinError;
+
+    /// A fresh match. Dolphin is restarted first if it died. `seed` cannot seed a real
+    /// game and is ignored.
+    fn reset(&mut self, setup: MatchSetup, _seed: u64) -> Result<(), DolphinError> {
+        if self.check_alive().is_err() {
+            self.restart()?;
+        }
+        self.setup = setup;
+        match self.cfg.game.clone() {
+            Game::Melee(goal) => {
+                let goal = MenuGoal { agent_port: setup.agent_port, opponent_port: setup.opponent_port, cpu_level: setup.cpu_level, ..goal };
+                self.navigate(goal)
+            }
+            Game::Homebrew => self.step_pad(&Pad::NEUTRAL),
+        }
+    }
+
+    fn step(&mut self, pad: &Pad) -> Result<(), DolphinError> {
+        self.played = true;
+        self.step_pad(pad)
+    }
+
+    fn ram(&self) -> RamView<'_> {
+        RamView::mem1(self.run.ram.bytes())
+    }
+
+    fn setup(&self) -> MatchSetup {
+        self.setup
+    }
+
+    fn skipped_frames(&self) -> u64 {
+        self.stats.skipped
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn watcher_datagrams_parse() {
+        assert_eq!(parse_watcher_datagram(b"80479D60\n0000002a\n\0", addr::FRAME_COUNTER), Some(42));
+        assert_eq!(parse_watcher_datagram(b"479d60\n10\n", addr::FRAME_COUNTER), Some(16));
+        assert_eq!(parse_watcher_datagram(b"80453130 70\n0000000e\n80479D60\n00000005\n\0junk", addr::FRAME_COUNTER), Some(5));
+        assert_eq!(parse_watcher_datagram(b"80453130 70\n0000000e\n", addr::FRAME_COUNTER), None);
+        assert_eq!(parse_watcher_datagram(b"\xff\xfe", addr::FRAME_COUNTER), None);
+    }
+
+    #[test]
+    fn missing_dolphin_and_missing_image_are_clear_errors() {
+        let mut cfg = DolphinConfig::melee("/nonexistent/melee.iso", MatchSetup::default());
+        cfg.executable = Some("/nonexistent/dolphin-emu-nogui".into());
+        let err = Dolphin::launch(cfg.clone()).err().unwrap();
+        assert!(matches!(err, DolphinError::NotInstalled { .. }), "{err}");
+        cfg.executable = Some("/bin/true".into());
+        let err = Dolphin::launch(cfg).err().unwrap();
+        assert!(matches!(err, DolphinError::ImageMissing(_)), "{err}");
+        assert!(err.to_string().contains("--iso"), "{err}");
+    }
+
+    #[test]
+    fn game_id_of_an_image() {
+        let dir = tempfile::tempdir().unwrap();
+        let iso = dir.path().join("melee.iso");
+        std::fs::write(&iso, b"GALE01\x02\x00rest of the header").unwrap();
+        assert_eq!(image_game_id(&iso).unwrap().as_deref(), Some("GALE01"));
+        std::fs::write(&iso, b"\x00\x00\x01\x00 a DOL").unwrap();
+        assert_eq!(image_game_id(&iso).unwrap(), None);
+        assert!(image_game_id(&dir.path().join("missing")).is_err());
+    }
+}

@@ -1,0 +1,212 @@
+//! The per-instance Dolphin user folder (reference, section 5): everything Dolphin
+//! reads at start-up, written fresh for each instance so workers never share state.
+//!
+//! ```text
+//! <dir>/Config/Dolphin.ini          JIT, fastmem, DSP HLE, no audio, Null video, cheats on,
+//!                                   standard controllers on the two match ports, speed
+//! <dir>/Config/GCPadNew.ini         the bot's port mapped to Pipe/0/<pipe>
+//! <dir>/Pipes/<pipe>                the controller FIFO (must exist before Dolphin starts)
+//! <dir>/GameSettings/GALE01.ini     Gecko "$Netplay Community Settings": boot to CSS
+//! <dir>/MemoryWatcher/Locations.txt optional: watch the frame counter (end-of-frame tick)
+//! <dir>/dolphin.log                 Dolphin's stdout and stderr
+//! ```
+//!
+//! Paths are kept short because the MemoryWatcher socket lives inside the folder and a
+//! Unix socket path holds at most 107 bytes plus its NUL.
+
+use super::DolphinError;
+use std::path::{Path, PathBuf};
+
+/// `sun_path` is 108 bytes on Linux, including the terminating NUL.
+pub const MAX_SOCKET_PATH: usize = 107;
+
+/// How fast Dolphin runs the game.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Speed {
+    /// As fast as the host allows (training).
+    #[default]
+    Unlimited,
+    /// 60 frames per second (watching, or matching the paper's real-time setting).
+    RealTime,
+}
+
+impl Speed {
+    fn ini_value(self) -> &'static str {
+        match self {
+            Speed::Unlimited => "0.0",
+            Speed::RealTime => "1.0",
+        }
+    }
+}
+
+/// What the folder should configure.
+#[derive(Debug, Clone)]
+pub struct UserDirSpec {
+    /// The bot's port, 0-based; its controller reads the FIFO.
+    pub pipe_port: usize,
+    /// Other ports that get a standard controller (the CPU's port needs one on the CSS).
+    pub other_ports: Vec<usize>,
+    pub speed: Speed,
+    /// Write `MemoryWatcher/Locations.txt` watching these (hex, Dolphin's syntax).
+    pub memory_watcher: Option<Vec<String>>,
+    /// Enable the boot-to-character-select Gecko code for Melee.
+    pub boot_to_css: bool,
+}
+
+/// The files of one instance's folder.
+#[derive(Debug, Clone)]
+pub struct UserDir {
+    pub root: PathBuf,
+    pub pipe: PathBuf,
+    pub pipe_name: String,
+    pub log: PathBuf,
+    pub watcher_socket: Option<PathBuf>,
+}
+
+/// Dolphin's number for a standard GameCube controller on a serial port.
+const SI_GC_CONTROLLER: u32 = 6;
+const SI_NONE: u32 = 0;
+
+pub fn dolphin_ini(spec: &UserDirSpec) -> String {
+    let mut si = String::new();
+    for port in 0..4 {
+        let dev = if port == spec.pipe_port || spec.other_ports.contains(&port) { SI_GC_CONTROLLER } else { SI_NONE };
+        si.push_str(&format!("SIDevice{port} = {dev}\n"));
+    }
+    format!(
+        "[Core]\nCPUCore = 1\nFastmem = True\nDSPHLE = True\nEnableCheats = True\n{si}EmulationSpeed = {speed}\nGFXBackend = Null\n\
+         [DSP]\nBackend = No Audio Output\n\
+         [Input]\nBackgroundInput = True\n\
+         [Interface]\nConfirmStop = False\n\
+         [Analytics]\nEnabled = False\nPermissionAsked = True\n",
+        speed = spec.speed.ini_value()
+    )
+}
+
+/// `[GCPad<n>]` for the bot's port, mapped to the FIFO (reference, section 4).
+pub fn gcpad_ini(port: usize, pipe_name: &str) -> String {
+    let mut s = format!("[GCPad{}]\nDevice = Pipe/0/{pipe_name}\n", port + 1);
+    for (k, v) in [
+        ("Buttons/A", "Button A"),
+        ("Buttons/B", "Button B"),
+        ("Buttons/X", "Button X"),
+        ("Buttons/Y", "Button Y"),
+        ("Buttons/Z", "Button Z"),
+        ("Buttons/Start", "Button START"),
+        ("Main Stick/Up", "Axis MAIN Y +"),
+        ("Main Stick/Down", "Axis MAIN Y -"),
+        ("Main Stick/Left", "Axis MAIN X -"),
+        ("Main Stick/Right", "Axis MAIN X +"),
+        ("C-Stick/Up", "Axis C Y +"),
+        ("C-Stick/Down", "Axis C Y -"),
+        ("C-Stick/Left", "Axis C X -"),
+        ("C-Stick/Right", "Axis C X +"),
+        ("Triggers/L", "Button L"),
+        ("Triggers/R", "Button R"),
+        ("Triggers/L-Analog", "Axis L +"),
+        ("Triggers/R-Analog", "Axis R +"),
+        ("D-Pad/Up", "Button D_UP"),
+        ("D-Pad/Down", "Button D_DOWN"),
+        ("D-Pad/Left", "Button D_LEFT"),
+        ("D-Pad/Right", "Button D_RIGHT"),
+    ] {
+        s.push_str(&format!("{k} = `{v}`\n"));
+    }
+    s
+}
+
+/// Enables the code Dolphin ships in `Sys/GameSettings/GALE01r2.ini`.
+pub const MELEE_GAME_SETTINGS: &str = "[Gecko_Enabled]\n$Netplay Community Settings\n";
+
+fn io_err<'a>(path: &'a Path, what: &'static str) -> impl FnOnce(std::io::Error) -> DolphinError + 'a {
+    move |source| DolphinError::UserDir { path: path.to_path_buf(), what, source }
+}
+
+impl UserDir {
+    /// Create (or refresh) the folder at `root`. An existing folder is reused: config
+    /// files are rewritten and a stale FIFO is replaced.
+    pub fn create(root: &Path, spec: &UserDirSpec) -> Result<UserDir, DolphinError> {
+        let pipe_name = format!("bot{}", spec.pipe_port + 1);
+        let watcher_socket = spec.memory_watcher.as_ref().map(|_| root.join("MemoryWatcher").join("MemoryWatcher"));
+        if let Some(sock) = &watcher_socket {
+            let len = sock.as_os_str().len();
+            if len > MAX_SOCKET_PATH {
+                return Err(DolphinError::PathTooLong { path: sock.clone(), len, max: MAX_SOCKET_PATH });
+            }
+        }
+        if spec.pipe_port > 3 {
+            return Err(DolphinError::Config(format!("port {} is out of range (0..=3)", spec.pipe_port)));
+        }
+        for sub in ["Config", "Pipes", "GameSettings"] {
+            let p = root.join(sub);
+            std::fs::create_dir_all(&p).map_err(io_err(&p, "creating"))?;
+        }
+        let write = |rel: &str, text: &str| -> Result<(), DolphinError> {
+            let p = root.join(rel);
+            std::fs::write(&p, text).map_err(io_err(&p, "writing"))
+        };
+        write("Config/Dolphin.ini", &dolphin_ini(spec))?;
+        write("Config/GCPadNew.ini", &gcpad_ini(spec.pipe_port, &pipe_name))?;
+        if spec.boot_to_css {
+            write("GameSettings/GALE01.ini", MELEE_GAME_SETTINGS)?;
+        }
+        if let Some(watch) = &spec.memory_watcher {
+            let p = root.join("MemoryWatcher");
+            std::fs::create_dir_all(&p).map_err(io_err(&p, "creating"))?;
+            write("MemoryWatcher/Locations.txt", &(watch.join("\n") + "\n"))?;
+        }
+        let pipe = root.join("Pipes").join(&pipe_name);
+        match std::fs::remove_file(&pipe) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_err(&pipe, "removing the old FIFO")(e)),
+        }
+        super::sys::mkfifo(&pipe).map_err(io_err(&pipe, "creating the FIFO"))?;
+        Ok(UserDir { root: root.to_path_buf(), pipe, pipe_name, log: root.join("dolphin.log"), watcher_socket })
+    }
+}
+
+/// A short default folder for instance `n` of this process: `/tmp/shine-d/<pid>-<n>`.
+pub fn default_root(n: usize) -> PathBuf {
+    std::env::temp_dir().join("shine-d").join(format!("{}-{n}", std::process::id()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::FileTypeExt;
+
+    fn spec() -> UserDirSpec {
+        UserDirSpec { pipe_port: 1, other_ports: vec![0], speed: Speed::Unlimited, memory_watcher: Some(vec!["80479D60".into()]), boot_to_css: true }
+    }
+
+    #[test]
+    fn folder_has_every_file_dolphin_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let u = UserDir::create(dir.path(), &spec()).unwrap();
+        let ini = std::fs::read_to_string(dir.path().join("Config/Dolphin.ini")).unwrap();
+        for line in ["CPUCore = 1", "Fastmem = True", "DSPHLE = True", "EnableCheats = True", "SIDevice0 = 6", "SIDevice1 = 6", "SIDevice2 = 0", "EmulationSpeed = 0.0", "Backend = No Audio Output", "GFXBackend = Null", "BackgroundInput = True"] {
+            assert!(ini.lines().any(|l| l == line), "Dolphin.ini lacks {line:?}:\n{ini}");
+        }
+        let pad = std::fs::read_to_string(dir.path().join("Config/GCPadNew.ini")).unwrap();
+        assert!(pad.starts_with("[GCPad2]\nDevice = Pipe/0/bot2\n"), "{pad}");
+        assert!(pad.contains("Triggers/L-Analog = `Axis L +`") && pad.contains("Main Stick/Down = `Axis MAIN Y -`"));
+        assert!(std::fs::metadata(&u.pipe).unwrap().file_type().is_fifo());
+        assert_eq!(u.pipe, dir.path().join("Pipes/bot2"));
+        assert!(std::fs::read_to_string(dir.path().join("GameSettings/GALE01.ini")).unwrap().contains("$Netplay Community Settings"));
+        assert_eq!(std::fs::read_to_string(dir.path().join("MemoryWatcher/Locations.txt")).unwrap(), "80479D60\n");
+        // Reusing the folder replaces the FIFO instead of failing.
+        UserDir::create(dir.path(), &UserDirSpec { speed: Speed::RealTime, ..spec() }).unwrap();
+        assert!(std::fs::read_to_string(dir.path().join("Config/Dolphin.ini")).unwrap().contains("EmulationSpeed = 1.0"));
+    }
+
+    #[test]
+    fn socket_path_limit_is_enforced() {
+        let long = std::env::temp_dir().join("x".repeat(100));
+        let err = UserDir::create(&long, &spec()).unwrap_err();
+        assert!(matches!(err, DolphinError::PathTooLong { max: 107, .. }), "{err}");
+        assert!(err.to_string().contains("shorter"), "{err}");
+        assert!(!long.exists(), "nothing is created when the path is refused");
+        assert!(default_root(3).as_os_str().len() + "/MemoryWatcher/MemoryWatcher".len() <= MAX_SOCKET_PATH);
+    }
+}

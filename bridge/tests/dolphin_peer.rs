@@ -1,0 +1,180 @@
+//! The Dolphin backend end to end against `shine-dolphin-peer`, a process that behaves
+//! as Dolphin does at its boundary (FIFO, shared-memory segment found through
+//! /proc/PID/fd, frame counter) and plays Melee with the embedded simulator. The real
+//! code path runs unchanged: launch, user folder, /proc scan, mmap, pipe, tick, menus.
+
+use rand::{Rng, SeedableRng};
+use shine_bridge::dolphin::{Dolphin, DolphinConfig, DolphinError, TickSource};
+use shine_bridge::ram::{addr, pad_block_addr, pad_block, SIM_WINDOW};
+use shine_bridge::sim::Sim;
+use shine_bridge::{Button, Emulator, MatchSetup, Pad, RamView, Stick};
+use std::path::PathBuf;
+use std::time::Duration;
+
+const PEER: &str = env!("CARGO_BIN_EXE_shine-dolphin-peer");
+
+struct Case {
+    _tmp: tempfile::TempDir,
+    cfg: DolphinConfig,
+}
+
+/// A scenario file and a config pointing the backend at the peer.
+fn case(name: &str, scenario: &str, setup: MatchSetup) -> Case {
+    let tmp = tempfile::Builder::new().prefix("shp").tempdir_in("/tmp").unwrap();
+    let image = tmp.path().join(format!("{name}.scenario"));
+    std::fs::write(&image, scenario).unwrap();
+    let mut cfg = DolphinConfig::melee(&image, setup);
+    cfg.executable = Some(PathBuf::from(PEER));
+    cfg.user_dir = Some(tmp.path().join("u"));
+    cfg.boot_timeout = Duration::from_secs(20);
+    cfg.frame_timeout = Duration::from_secs(5);
+    Case { _tmp: tmp, cfg }
+}
+
+/// Bytes of the simulator's window that the peer may legitimately write differently:
+/// the frame counter (the peer's own, monotonic, like Melee's), the scene bytes (the
+/// peer also sets the major scene), and the pad block Melee fills from the controller.
+fn masked(view: RamView, agent_port: usize) -> Vec<u8> {
+    let w = SIM_WINDOW;
+    let mut out = match view.base() {
+        b if b == w.start => view.bytes().to_vec(),
+        _ => view.bytes()[(w.start - addr::MEM1_BASE) as usize..(w.end - addr::MEM1_BASE) as usize].to_vec(),
+    };
+    let pb = pad_block_addr(agent_port);
+    for (a, n) in [(addr::FRAME_COUNTER, 4u32), (addr::SCENE, 4), (pb, 0x38)] {
+        let o = (a - w.start) as usize;
+        out[o..o + n as usize].fill(0);
+    }
+    out
+}
+
+fn random_pad(rng: &mut rand_chacha::ChaCha8Rng) -> Pad {
+    let mut p = Pad::NEUTRAL;
+    // Never the quit combination by accident: no START.
+    for b in [Button::A, Button::B, Button::X, Button::L, Button::Z] {
+        if rng.random_bool(0.15) {
+            p.set(b, true);
+        }
+    }
+    p.main = Stick::new(rng.random_range(0.0..=1.0), rng.random_range(0.0..=1.0));
+    p
+}
+
+/// Play `frames` random pads on both the backend and a reference simulator; every
+/// frame, the RAM the worker reads through Dolphin's code path equals the simulator's.
+fn play_and_compare(d: &mut Dolphin, reference: &mut Sim, frames: usize, rng: &mut rand_chacha::ChaCha8Rng) {
+    let port = d.setup().agent_port;
+    assert_eq!(masked(d.ram(), port), masked(reference.ram(), port), "state right after reset");
+    for f in 0..frames {
+        let pad = random_pad(rng);
+        d.step(&pad).unwrap();
+        reference.step(&pad).unwrap();
+        assert!(masked(d.ram(), port) == masked(reference.ram(), port), "frame {f}: RAM differs from the simulator's");
+        // The peer also filled Melee's pad block from what it parsed off the pipe.
+        let pb = pad_block_addr(port);
+        assert_eq!(d.ram().u32(pb + pad_block::BUTTONS).unwrap(), pad.melee_buttons());
+        assert_eq!(d.ram().f32(pb + pad_block::MAIN_X).unwrap(), pad.main.to_melee().0);
+    }
+}
+
+#[test]
+fn episodes_through_the_dolphin_code_path_equal_the_simulator() {
+    let setup = MatchSetup { cpu_level: 7, ..MatchSetup::default() };
+    let c = case("sim", "seed = 40\ncpu_level = 7\n", setup);
+    let mut d = Dolphin::launch(c.cfg.clone()).unwrap_or_else(|e| panic!("{e}"));
+    // /proc shows the segment exactly as for Dolphin.
+    let link = shine_bridge::dolphin::guest::scan_fd_dir(&PathBuf::from(format!("/proc/{}/fd", d.pid()))).unwrap().unwrap();
+    assert_eq!(link.target, format!("/dev/shm/dolphin-emu.{} (deleted)", d.pid()));
+
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+    for episode in 0..3u64 {
+        d.reset(setup, 0).unwrap();
+        let mut reference = Sim::new(setup, 40 + episode);
+        play_and_compare(&mut d, &mut reference, 400, &mut rng);
+    }
+    // Lock-step: every frame had our pad; three matches on one launch.
+    assert_eq!(d.skipped_frames(), 0);
+    assert_eq!(d.stats().launches, 1);
+    // The later resets went through the menus (quit, character select): more ticks than
+    // the 1200 played frames.
+    assert!(d.stats().ticks > 3 * 400 + 20, "{:?}", d.stats());
+}
+
+#[test]
+fn memory_watcher_tick_gives_the_same_states() {
+    let setup = MatchSetup::default();
+    let mut c = case("mw", "seed = 3\n", setup);
+    c.cfg.tick = TickSource::MemoryWatcher;
+    let mut d = Dolphin::launch(c.cfg.clone()).unwrap_or_else(|e| panic!("{e}"));
+    assert!(d.user_dir().join("MemoryWatcher/Locations.txt").exists());
+    d.reset(setup, 0).unwrap();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(2);
+    play_and_compare(&mut d, &mut Sim::new(setup, 3), 200, &mut rng);
+    assert_eq!(d.skipped_frames(), 0);
+}
+
+#[test]
+fn a_free_running_emulator_skips_frames_and_they_are_counted() {
+    // Upstream Dolphin does not wait for input: at 500 frames/s and a bot that takes
+    // 10 ms a frame, most frames run on the previous pad.
+    let setup = MatchSetup::default();
+    let c = case("free", "pace = free\nfps = 500\n", setup);
+    let mut d = Dolphin::launch(c.cfg.clone()).unwrap_or_else(|e| panic!("{e}"));
+    d.reset(setup, 0).unwrap();
+    let before = d.skipped_frames();
+    for _ in 0..20 {
+        std::thread::sleep(Duration::from_millis(10));
+        d.step(&Pad::NEUTRAL).unwrap();
+    }
+    let skipped = d.skipped_frames() - before;
+    assert!(skipped >= 20, "20 slow steps at 500 fps skip frames: counted {skipped}");
+    assert_eq!(d.stats().skipped, d.skipped_frames());
+}
+
+#[test]
+fn a_crashed_emulator_is_reported_and_restarted_by_reset() {
+    let setup = MatchSetup::default();
+    let c = case("crash", "crash_after = 60\n", setup);
+    let mut d = Dolphin::launch(c.cfg.clone()).unwrap_or_else(|e| panic!("{e}"));
+    d.reset(setup, 0).unwrap();
+    let first_pid = d.pid();
+    let err = (0..200).find_map(|_| d.step(&Pad::NEUTRAL).err()).expect("the peer aborts after 60 frames");
+    let msg = err.to_string();
+    assert!(matches!(err, DolphinError::Died { .. } | DolphinError::Pipe(_) | DolphinError::NoFrames { .. }), "{msg}");
+    d.reset(setup, 0).expect("reset restarts a dead emulator");
+    assert_ne!(d.pid(), first_pid);
+    assert_eq!(d.stats().launches, 2);
+    d.step(&Pad::NEUTRAL).unwrap();
+}
+
+#[test]
+fn start_up_failures_are_clear_errors() {
+    let setup = MatchSetup::default();
+    // Exits at once: "exited early", with its log.
+    let c = case("exit", "exit_at_start = 7\n", setup);
+    let err = Dolphin::launch(c.cfg.clone()).err().unwrap();
+    let msg = err.to_string();
+    assert!(matches!(err, DolphinError::ExitedEarly { .. }), "{msg}");
+    assert!(msg.contains("exit status: 7") && msg.contains("exiting at start"), "the log tail is in the error: {msg}");
+
+    // Runs but never exposes RAM: "RAM not found" within the timeout.
+    let mut c = case("noram", "no_ram = true\n", setup);
+    c.cfg.boot_timeout = Duration::from_millis(800);
+    let err = Dolphin::launch(c.cfg.clone()).err().unwrap();
+    assert!(matches!(err, DolphinError::RamNotFound { .. }), "{err}");
+    assert!(err.to_string().contains("dolphin-emu."), "{err}");
+
+    // RAM but no frames.
+    let mut c = case("noframes", "no_frames = true\n", setup);
+    c.cfg.boot_timeout = Duration::from_millis(800);
+    let err = Dolphin::launch(c.cfg.clone()).err().unwrap();
+    assert!(matches!(err, DolphinError::NoFrames { .. }), "{err}");
+
+    // Not a Dolphin at all, and no image.
+    let mut c = case("missing", "", setup);
+    c.cfg.executable = Some("/nonexistent/dolphin-emu-nogui".into());
+    assert!(matches!(Dolphin::launch(c.cfg.clone()), Err(DolphinError::NotInstalled { .. })));
+    c.cfg.executable = Some(PEER.into());
+    c.cfg.image = "/nonexistent/melee.iso".into();
+    assert!(matches!(Dolphin::launch(c.cfg), Err(DolphinError::ImageMissing(_))));
+}

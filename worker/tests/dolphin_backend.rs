@@ -1,0 +1,110 @@
+//! `shine-worker play --backend dolphin` and `shine-worker doctor`, as a user runs them.
+//!
+//! The play test points `--dolphin` at `shine-dolphin-peer` (bridge's stand-in for
+//! Dolphin, which plays with the embedded simulator), so whole episodes go through the
+//! Dolphin code path (launch, /proc scan, mmap, pipe, tick, menus) and must come out
+//! exactly as on `--backend sim` with the same seeds. The doctor test with Dolphin uses
+//! the real emulator (see bridge/tests/real_dolphin.rs for the install policy).
+
+use std::path::PathBuf;
+use std::process::Command;
+
+const WORKER: &str = env!("CARGO_BIN_EXE_shine-worker");
+
+/// The peer is a binary of shine-bridge; build it into this target dir (a no-op when
+/// fresh) and return its path.
+fn peer() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let target = exe.parent().and_then(|d| d.parent()).unwrap().to_path_buf(); // target/<profile>
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let profile = target.file_name().unwrap().to_string_lossy().into_owned();
+    let mut cmd = Command::new(cargo);
+    cmd.args(["build", "-p", "shine-bridge", "--bin", "shine-dolphin-peer"]).env("CARGO_TARGET_DIR", target.parent().unwrap());
+    if profile == "release" {
+        cmd.arg("--release");
+    }
+    let status = cmd.status().expect("running cargo to build shine-dolphin-peer");
+    assert!(status.success(), "building shine-dolphin-peer failed");
+    target.join("shine-dolphin-peer")
+}
+
+fn run(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(WORKER).args(args).env_remove("RUST_BACKTRACE").output().unwrap();
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn play_through_the_dolphin_backend_equals_the_simulator() {
+    let peer = peer();
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("melee.scenario");
+    std::fs::write(&scenario, "seed = 11\ncpu_level = 5\n").unwrap();
+    let common = ["play", "--policy", "dodge", "--cpu-level", "5", "--episodes", "4", "--seed", "11"];
+    let (ok, sim_out, err) = run(&common);
+    assert!(ok, "{err}");
+    let mut args = common.to_vec();
+    args.extend(["--backend", "dolphin", "--dolphin", peer.to_str().unwrap(), "--iso", scenario.to_str().unwrap()]);
+    let (ok, dolphin_out, err) = run(&args);
+    assert!(ok, "{err}");
+    let episodes = |s: &str| s.lines().filter(|l| l.starts_with("episode")).map(str::to_string).collect::<Vec<_>>();
+    assert_eq!(episodes(&sim_out).len(), 4, "{sim_out}");
+    assert_eq!(episodes(&dolphin_out), episodes(&sim_out), "same seeds, same episodes, whichever backend");
+    assert!(err.contains("dolphin:") && err.contains("skipped"), "skipped frames are reported: {err}");
+}
+
+#[test]
+fn play_with_dolphin_says_what_is_missing() {
+    let (ok, _, err) = run(&["play", "--backend", "dolphin", "--episodes", "1"]);
+    assert!(!ok);
+    assert!(err.contains("--iso PATH"), "{err}");
+    let (ok, _, err) = run(&["play", "--backend", "dolphin", "--iso", "/nonexistent/melee.iso", "--dolphin", "/nonexistent/dolphin-emu-nogui"]);
+    assert!(!ok);
+    assert!(err.contains("apt-get install dolphin-emu"), "{err}");
+    let (ok, _, err) = run(&["play", "--backend", "dolphin", "--iso", "/nonexistent/melee.iso", "--dolphin", "/bin/true"]);
+    assert!(!ok);
+    assert!(err.contains("/nonexistent/melee.iso does not exist"), "{err}");
+}
+
+#[test]
+fn doctor_without_dolphin_prints_how_to_install_and_fails() {
+    let (ok, out, err) = run(&["doctor", "--dolphin", "/nonexistent/dolphin-emu-nogui"]);
+    assert!(!ok, "doctor must exit non-zero without Dolphin");
+    assert!(out.contains("FAIL  dolphin") && out.contains("sudo apt-get install dolphin-emu"), "{out}");
+    assert!(err.contains("check(s) failed"), "{err}");
+}
+
+#[test]
+fn doctor_checks_an_image_game_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let iso = dir.path().join("not-melee.iso");
+    std::fs::write(&iso, b"GMSE01\x00\x00rest").unwrap();
+    let (ok, out, _) = run(&["doctor", "--dolphin", "/nonexistent/x", "--iso", iso.to_str().unwrap()]);
+    assert!(!ok);
+    assert!(out.contains("game id GMSE01 is not Melee NTSC"), "{out}");
+    std::fs::write(&iso, b"GALE01\x00\x02rest").unwrap();
+    let (_, out, _) = run(&["doctor", "--dolphin", "/nonexistent/x", "--iso", iso.to_str().unwrap()]);
+    assert!(out.contains("ok    image: GALE01, revision 2: Melee NTSC 1.02"), "{out}");
+}
+
+#[test]
+fn doctor_with_real_dolphin_reports_each_check_and_peeks() {
+    if std::env::var_os("SHINE_SKIP_REAL_DOLPHIN").is_some_and(|v| v == "1") {
+        eprintln!("SKIPPED: real-Dolphin test disabled by SHINE_SKIP_REAL_DOLPHIN=1");
+        return;
+    }
+    let (ok, out, err) = run(&["doctor"]);
+    assert!(ok, "doctor with Dolphin installed must pass (if Dolphin or gcc-powerpc-linux-gnu is missing, run .ci/run's install step):\n{out}\n{err}");
+    for check in ["ok    dolphin: ", "Dolphin 5.0", "ok    boot: ", "ok    frames: ", "ok    pipe: ", "all checks passed"] {
+        assert!(out.contains(check), "missing {check:?} in:\n{out}");
+    }
+    // Peek live guest memory: the probe's mailbox magic, then its loop counter moving.
+    let dir = tempfile::tempdir().unwrap();
+    let dol = shine_bridge::dolphin::probe::build(dir.path()).unwrap();
+    let (ok, out, err) = run(&["doctor", "--exec", dol.to_str().unwrap(), "--peek", "0x80400000"]);
+    assert!(ok, "{out}\n{err}");
+    assert_eq!(out.matches("peek 0x80400000 = 0x53484e50").count(), 5, "the probe's magic, five times: {out}");
+    let (_, out, _) = run(&["doctor", "--exec", dol.to_str().unwrap(), "--peek", "80400008"]);
+    let values: Vec<&str> = out.lines().filter(|l| l.contains("peek 0x80400008")).collect();
+    assert_eq!(values.len(), 5, "{out}");
+    assert!(values.windows(2).any(|w| w[0] != w[1]), "the probe's loop counter is live: {values:?}");
+}
