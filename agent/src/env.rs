@@ -74,6 +74,12 @@ impl<E: Emulator> Env<E> {
 
     /// Play macro-action `action` until its script ends or the episode does.
     pub fn step(&mut self, action: usize) -> Result<Step, EnvError> {
+        self.step_with(action, |_| {})
+    }
+
+    /// [`Env::step`], calling `on_frame` with the observation after every emulated
+    /// frame (the worker's live view draws each one).
+    pub fn step_with(&mut self, action: usize, mut on_frame: impl FnMut(&Observation)) -> Result<Step, EnvError> {
         let script = self.actions.script(action).ok_or(EnvError::BadAction { action, set: self.actions, len: self.actions.len() })?;
         let episode = self.episode.as_mut().expect("Env::step before Env::reset");
         self.reader.set_shine_flag(self.actions.is_shine(action));
@@ -84,6 +90,7 @@ impl<E: Emulator> Env<E> {
         for pad in script {
             self.emu.step(pad).map_err(|e| EnvError::Emulator(Box::new(e)))?;
             obs = self.reader.read(self.emu.ram(), &self.setup)?;
+            on_frame(&obs);
             let (r, e) = episode.frame(&obs, action == NOTHING);
             reward += r;
             frames += 1;

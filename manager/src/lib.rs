@@ -29,10 +29,12 @@ pub mod trainer;
 //     stats::sampler (every interval) ─► time series, metrics ─► GET /api/v1/stats, /metrics
 // - config: the TOML file and the CLI;  error: the API's one error enum;
 // - fleet: worker registry and epsilon ladder;  server: start-up and shutdown.
+// - live: live matches, worker frames fanned out to browsers (api::live, api::web).
 pub mod api;
 pub mod config;
 pub mod error;
 pub mod fleet;
+pub mod live;
 pub mod metrics;
 pub mod registry;
 pub mod server;

@@ -84,6 +84,9 @@ async fn start(config: Config) -> anyhow::Result<(AppState, TrainerHandle)> {
         episodes: Mutex::new(EpisodeLog::new(config.stats.recent_episodes)),
         series: Mutex::new(Series::new(config.stats.history)),
         metrics: Metrics::new(),
+        live: Default::default(),
+        age_sum: Default::default(),
+        age_count: Default::default(),
         config,
     });
     Ok((state, handle))

@@ -5,6 +5,7 @@
 
 use crate::config::Config;
 use crate::fleet::Fleet;
+use crate::live::LiveHub;
 use crate::metrics::Metrics;
 use crate::registry::Registry;
 use crate::stats::{EpisodeLog, Series};
@@ -12,6 +13,7 @@ use crate::trainer::TrainerClient;
 use shine_agent::experience::Expect;
 use shine_agent::{ActionSet, Task};
 use std::collections::{HashSet, VecDeque};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
 pub type AppState = Arc<Manager>;
@@ -32,6 +34,13 @@ pub struct Manager {
     pub episodes: Mutex<EpisodeLog>,
     pub series: Mutex<Series>,
     pub metrics: Metrics,
+    /// Live matches: browsers watching workers, and the frames fanned out to them.
+    pub live: LiveHub,
+    /// Age of the accepted experience: the sum over transitions of how many model
+    /// versions behind the latest each was played, and how many transitions that sums.
+    /// Counters only (the sampler takes differences): `stats::Sample::data_age`.
+    pub age_sum: AtomicU64,
+    pub age_count: AtomicU64,
 }
 
 /// Recently accepted `upload_id`s, so a retried upload is not trained on twice.

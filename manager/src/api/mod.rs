@@ -7,14 +7,19 @@
 //! - [`models`]: list and download (ETag).
 //! - [`stats`]: the dashboard's time series.
 //! - [`health`]: `/healthz`, `/metrics`.
+//! - [`live`]: live matches (the browsers' WebSocket, the workers' frames).
+//! - [`web`]: the dashboard's static files (`web/`, compiled in).
 //!
 //! Access: writes need the bearer token ([`Writer`]); reads need it only with
-//! `public_reads = false` ([`Reader`]).
+//! `public_reads = false` ([`Reader`]), and then also take it as `?token=`, since a
+//! browser can put no header on a page load, a download link or a WebSocket.
 
 pub mod experience;
 pub mod health;
+pub mod live;
 pub mod models;
 pub mod stats;
+pub mod web;
 pub mod workers;
 
 use crate::error::ApiError;
@@ -34,10 +39,12 @@ pub fn app(state: AppState) -> Router {
         .merge(workers::router())
         .merge(experience::router(state.config.server.max_upload_bytes))
         .merge(models::router())
-        .merge(stats::router());
+        .merge(stats::router())
+        .merge(live::router());
     Router::new()
         .nest("/api/v1", api)
         .merge(health::router())
+        .merge(web::router())
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
         .layer(TraceLayer::new_for_http())
         .with_state(state)
@@ -72,13 +79,29 @@ impl FromRequestParts<AppState> for Writer {
     }
 }
 
-/// Extractor for reads: public unless `public_reads = false`.
+/// The `token` query parameter, for what browsers request without headers.
+#[derive(serde::Deserialize)]
+struct TokenQuery {
+    token: Option<String>,
+}
+
+fn query_token_ok(state: &AppState, parts: &Parts) -> bool {
+    let Some(token) = state.config.token() else { return true };
+    axum::extract::Query::<TokenQuery>::try_from_uri(&parts.uri)
+        .ok()
+        .and_then(|q| q.0.token)
+        .is_some_and(|given| constant_time_eq(given.as_bytes(), token.as_bytes()))
+}
+
+/// Extractor for reads: public unless `public_reads = false`; then the token as a
+/// bearer header or as `?token=` (only reads take it there: a URL ends up in browser
+/// history and proxy logs, so writes insist on the header).
 pub struct Reader;
 
 impl FromRequestParts<AppState> for Reader {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        if state.config.server.public_reads || authorized(state, &parts.headers) {
+        if state.config.server.public_reads || authorized(state, &parts.headers) || query_token_ok(state, parts) {
             Ok(Reader)
         } else {
             Err(ApiError::Unauthorized)

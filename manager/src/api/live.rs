@@ -1,0 +1,110 @@
+//! Live matches (docs/api.md, "Live match"): `GET /live/{worker}` is the browsers'
+//! WebSocket; `GET /workers/{id}/live` is a worker's long poll ("is anyone watching
+//! me?"), `POST /workers/{id}/live` its frames. The fan-out is [`crate::live`].
+
+use super::{ApiJson, Reader, Writer};
+use crate::error::{ApiError, ApiResult};
+use crate::live::LiveBatch;
+use crate::state::AppState;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::response::Response;
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+use std::time::{Duration, Instant};
+use tokio::sync::broadcast::error::RecvError;
+
+/// Largest frames post (600 frames with 64 Q-values each fit in it).
+const LIVE_LIMIT: usize = 1 << 20;
+/// Longest a worker's long poll is held open.
+pub const MAX_WAIT_SECS: f64 = 30.0;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/workers/{id}/live", get(wait_watched).post(post_frames).layer(DefaultBodyLimit::max(LIVE_LIMIT)))
+        .route("/live/{worker}", get(browser))
+}
+
+/// `{ "watch": bool }`: whether a browser watches this worker.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct WatchReply {
+    pub watch: bool,
+    pub watchers: usize,
+}
+
+fn known_worker(s: &AppState, id: &str) -> ApiResult<u32> {
+    let unknown = || ApiError::NotFound(format!("unknown worker {id}"));
+    let wid: u32 = id.parse().map_err(|_| unknown())?;
+    if s.fleet.lock().expect("fleet lock").contains(wid, Instant::now()) {
+        Ok(wid)
+    } else {
+        Err(unknown())
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct Wait {
+    wait_secs: Option<f64>,
+}
+
+/// The worker's long poll: answered as soon as a browser watches, or after `wait_secs`
+/// (at most 30) with `watch: false`. One idle connection per worker makes the live
+/// view start within a round trip instead of within a heartbeat interval.
+async fn wait_watched(State(s): State<AppState>, _: Writer, Path(id): Path<String>, q: Result<Query<Wait>, QueryRejection>) -> ApiResult<Json<WatchReply>> {
+    let Query(q) = q.map_err(|r| ApiError::BadRequest { code: "bad_query", message: r.body_text() })?;
+    let wid = known_worker(&s, &id)?;
+    let wait = q.wait_secs.filter(|w| w.is_finite()).unwrap_or(0.0).clamp(0.0, MAX_WAIT_SECS);
+    let watch = s.live.wait_watched(wid, Duration::from_secs_f64(wait)).await;
+    Ok(Json(WatchReply { watch, watchers: s.live.watchers(wid) }))
+}
+
+/// A batch of frames from a watched worker, fanned out to its browsers. The reply
+/// tells the worker whether to keep streaming.
+async fn post_frames(State(s): State<AppState>, _: Writer, Path(id): Path<String>, ApiJson(batch): ApiJson<LiveBatch>) -> ApiResult<Json<WatchReply>> {
+    let wid = known_worker(&s, &id)?;
+    batch.validate().map_err(|message| ApiError::Unprocessable { code: "bad_live_batch", message })?;
+    s.fleet.lock().expect("fleet lock").touch(wid, 0, Instant::now());
+    // Serialised once here, whatever the number of browsers.
+    let text = serde_json::json!({ "type": "frames", "worker_id": wid, "batch": batch }).to_string();
+    let watch = s.live.publish(wid, text.into());
+    Ok(Json(WatchReply { watch, watchers: s.live.watchers(wid) }))
+}
+
+/// The browser's WebSocket. Reads follow `public_reads`; browsers cannot set headers
+/// on a WebSocket, so the token may come as `?token=` (see [`Reader`]).
+async fn browser(State(s): State<AppState>, _: Reader, Path(id): Path<String>, ws: WebSocketUpgrade) -> ApiResult<Response> {
+    let wid = known_worker(&s, &id)?;
+    Ok(ws.on_upgrade(move |socket| watch(s, wid, socket)))
+}
+
+async fn watch(s: AppState, wid: u32, mut socket: WebSocket) {
+    let mut sub = s.live.subscribe(wid);
+    tracing::info!(worker_id = wid, watchers = s.live.watchers(wid), "browser watching a live match");
+    let hello = serde_json::json!({ "type": "hello", "worker_id": wid }).to_string();
+    if socket.send(Message::Text(hello.into())).await.is_err() {
+        return;
+    }
+    loop {
+        tokio::select! {
+            got = sub.frames.recv() => match got {
+                Ok(text) => {
+                    if socket.send(Message::Text(text)).await.is_err() {
+                        break;
+                    }
+                }
+                // Fell behind: the oldest batches are gone; carry on from the oldest kept.
+                Err(RecvError::Lagged(n)) => tracing::debug!(worker_id = wid, skipped = n, "slow browser skipped live batches"),
+                Err(RecvError::Closed) => break,
+            },
+            // Browsers send nothing we need; any close or error ends the watch.
+            msg = socket.recv() => match msg {
+                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break,
+                Some(Ok(_)) => {}
+            },
+        }
+    }
+    drop(sub);
+    tracing::info!(worker_id = wid, watchers = s.live.watchers(wid), "browser stopped watching");
+}

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# End-to-end test of the dashboard in real headless Chromium: builds the binaries,
+# starts a real shine-manager (temporary data dir, tiny burn-in so training and
+# publishing start within seconds) and a real shine-worker, runs
+# web/tests/dashboard.test.mjs (Playwright driving Debian's chromium), then stops both.
+#
+#   scripts/browser-test.sh            debug binaries
+#   SHINE_PROFILE=release scripts/browser-test.sh
+#
+# Installs what is missing: the `chromium` package (apt; Playwright's own browser
+# download is not used), and playwright-core from web/tests/package-lock.json (npm ci).
+# Screenshots and the downloaded model go to $SHINE_ARTIFACTS (default
+# target/browser-artifacts); the manager's and worker's logs too.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+root=$PWD
+
+art=${SHINE_ARTIFACTS:-$root/target/browser-artifacts}
+rm -rf "$art"
+mkdir -p "$art"
+
+if [ ! -x /usr/bin/chromium ]; then
+    echo "==> installing chromium (apt)" >&2
+    # Refresh the package lists only when the install cannot find the package.
+    DEBIAN_FRONTEND=noninteractive apt-get install -y chromium >/dev/null ||
+        { apt-get update >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium >/dev/null; }
+fi
+if [ ! -f web/tests/node_modules/playwright-core/package.json ]; then
+    echo "==> npm ci (web/tests)" >&2
+    (cd web/tests && npm ci --no-audit --no-fund)
+fi
+
+. scripts/env.sh
+profile=${SHINE_PROFILE:-debug}
+flags=()
+[ "$profile" = release ] && flags=(--release)
+echo "==> building shine-manager and shine-worker ($profile)" >&2
+# Two cargo runs, as in scripts/test.sh: the worker is built without libtorch.
+cargo build "${flags[@]}" -p shine-manager --bin shine-manager
+cargo build "${flags[@]}" -p shine-worker --bin shine-worker
+bin=${CARGO_TARGET_DIR:-$root/target}/$profile
+
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+    # Only the processes this script started, by their ids; SIGTERM lets each stop cleanly.
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+    cp "$tmp"/*.log "$art"/ 2>/dev/null || true
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# Small and quick: a few hundred transitions start training, a model every 300 steps,
+# stats twice a second, one in five episodes an evaluation (so that chart fills too).
+cat >"$tmp/manager.toml" <<EOF
+[server]
+listen = "127.0.0.1:0"
+data_dir = "$tmp/data"
+[game]
+eval_share = 0.2
+[workers]
+upload_every_transitions = 500
+upload_every_secs = 1.0
+model_poll_secs = 1.0
+heartbeat_secs = 1.0
+[stats]
+interval_secs = 0.5
+[registry]
+# Models come out every second or so here: keep enough that the one the page links
+# to is still there when the test clicks it.
+keep_last = 30
+[trainer]
+device = "cpu"
+burn_in = 500
+publish_every = 300
+checkpoint_every = 0
+stats_every = 10
+[replay]
+capacity = 50000
+update_size = 100
+[dqn]
+batch_size = 32
+EOF
+token=browser-test-token
+
+echo "==> starting shine-manager" >&2
+"$bin/shine-manager" --config "$tmp/manager.toml" --token "$token" >"$tmp/manager.log" 2>&1 &
+pids+=($!)
+url=
+for _ in $(seq 1 600); do
+    url=$(sed -n 's/^shine-manager listening on \(http:[^ ]*\)$/\1/p' "$tmp/manager.log" | head -n1)
+    [ -n "$url" ] && break
+    kill -0 "${pids[0]}" 2>/dev/null || { cat "$tmp/manager.log" >&2; echo "shine-manager exited" >&2; exit 1; }
+    sleep 0.1
+done
+[ -n "$url" ] || { cat "$tmp/manager.log" >&2; echo "shine-manager did not come up" >&2; exit 1; }
+echo "    $url" >&2
+
+echo "==> starting shine-worker" >&2
+"$bin/shine-worker" run --manager "$url" --token "$token" --envs 1 --seed 1 --spool-dir "$tmp/spool" >"$tmp/worker.log" 2>&1 &
+pids+=($!)
+
+echo "==> browser test (headless chromium)" >&2
+status=0
+(cd web/tests && SHINE_URL="$url" SHINE_ARTIFACTS="$art" SHINE_WORKER_BIN="$bin/shine-worker" node dashboard.test.mjs) || status=$?
+if [ "$status" -ne 0 ]; then
+    echo "==> manager log (tail)" >&2; tail -n 30 "$tmp/manager.log" >&2
+    echo "==> worker log (tail)" >&2; tail -n 30 "$tmp/worker.log" >&2
+fi
+echo "==> artifacts: $art" >&2
+exit "$status"
