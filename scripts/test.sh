@@ -11,5 +11,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 echo "==> tests: bridge, agent (with tch), manager" >&2
 cargo test --workspace --exclude shine-worker "$@"
+# The worker's end-to-end tests start the real manager binary (worker/tests/e2e.rs).
+cargo build -p shine-manager
 echo "==> tests: worker (built without libtorch)" >&2
 cargo test -p shine-worker "$@"

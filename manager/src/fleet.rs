@@ -12,11 +12,16 @@
 //! registers again (as after a manager restart, when the registry starts empty: it is
 //! not persisted, workers re-register within one heartbeat).
 //!
+//! The dashboard sees each worker's state: `live` (heard from within
+//! [`STALE_HEARTBEATS`] heartbeat intervals), `stale` (silent longer, not yet timed
+//! out), `gone` (timed out: the last [`GONE_KEPT`] of those within [`GONE_SECS`] stay
+//! listed, so a crashed worker does not silently vanish from the table).
+//!
 //! Time is passed in (`now`) so tests drive it without sleeping.
 
 use crate::config::WorkersConfig;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
 /// What a worker says about itself at registration.
@@ -58,6 +63,23 @@ struct Worker {
     last: Heartbeat,
     uploads: u64,
     transitions: u64,
+    last_upload: Option<Instant>,
+}
+
+/// A worker silent for more than this many heartbeat intervals is `stale`.
+pub const STALE_HEARTBEATS: f64 = 2.5;
+/// Timed-out workers the list keeps showing as `gone`...
+pub const GONE_KEPT: usize = 16;
+/// ...for this many seconds.
+pub const GONE_SECS: f64 = 600.0;
+
+/// A worker's liveness as the dashboard shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WorkerState {
+    Live,
+    Stale,
+    Gone,
 }
 
 /// A worker as the dashboard sees it.
@@ -72,6 +94,9 @@ pub struct WorkerView {
     pub last_seen_secs: f64,
     pub uploads: u64,
     pub transitions: u64,
+    /// Seconds since its last accepted experience upload (null: none yet).
+    pub last_upload_secs: Option<f64>,
+    pub state: WorkerState,
     #[serde(flatten)]
     pub heartbeat: Heartbeat,
 }
@@ -81,26 +106,33 @@ pub struct Fleet {
     timeout: Duration,
     next_id: u32,
     workers: BTreeMap<u32, Worker>,
+    /// Timed-out workers, newest last, with when they timed out.
+    gone: VecDeque<(Instant, u32, Worker)>,
 }
 
 impl Fleet {
     pub fn new(cfg: WorkersConfig) -> Fleet {
         let timeout = Duration::from_secs_f64(cfg.worker_timeout_secs);
-        Fleet { cfg, timeout, next_id: 1, workers: BTreeMap::new() }
+        Fleet { cfg, timeout, next_id: 1, workers: BTreeMap::new(), gone: VecDeque::new() }
     }
 
     /// Drop workers not heard from within the timeout; returns how many went.
     pub fn sweep(&mut self, now: Instant) -> usize {
-        let before = self.workers.len();
         let timeout = self.timeout;
-        self.workers.retain(|id, w| {
-            let alive = now.saturating_duration_since(w.last_seen) < timeout;
-            if !alive {
-                tracing::info!(worker_id = id, host = %w.info.host, slot = w.slot, "worker timed out; its slot is free");
+        let expired: Vec<u32> = self.workers.iter().filter(|(_, w)| now.saturating_duration_since(w.last_seen) >= timeout).map(|(&id, _)| id).collect();
+        for id in &expired {
+            let w = self.workers.remove(id).expect("listed above");
+            tracing::info!(worker_id = id, host = %w.info.host, slot = w.slot, "worker timed out; its slot is free");
+            if self.gone.len() == GONE_KEPT {
+                self.gone.pop_front();
             }
-            alive
-        });
-        before - self.workers.len()
+            self.gone.push_back((now, *id, w));
+        }
+        let keep = Duration::from_secs_f64(GONE_SECS);
+        while self.gone.front().is_some_and(|(t, _, _)| now.saturating_duration_since(*t) > keep) {
+            self.gone.pop_front();
+        }
+        expired.len()
     }
 
     /// Register a worker: a new id and the smallest free ladder slot.
@@ -110,7 +142,7 @@ impl Fleet {
         let slot = (0..).find(|s| !used.contains(s)).expect("a free slot");
         let id = self.next_id;
         self.next_id = self.next_id.checked_add(1).unwrap_or(1);
-        self.workers.insert(id, Worker { info, slot, registered: now, last_seen: now, last: Heartbeat::default(), uploads: 0, transitions: 0 });
+        self.workers.insert(id, Worker { info, slot, registered: now, last_seen: now, last: Heartbeat::default(), uploads: 0, transitions: 0, last_upload: None });
         (id, self.epsilon_of_slot(slot))
     }
 
@@ -131,12 +163,18 @@ impl Fleet {
             if transitions > 0 {
                 w.uploads += 1;
                 w.transitions += transitions;
+                w.last_upload = Some(now);
             }
         }
     }
 
     pub fn live(&self) -> usize {
         self.workers.len()
+    }
+
+    /// Whether `id` is a registered worker that has not timed out.
+    pub fn contains(&self, id: u32, now: Instant) -> bool {
+        self.workers.get(&id).is_some_and(|w| now.saturating_duration_since(w.last_seen) < self.timeout)
     }
 
     /// N of the ladder.
@@ -146,28 +184,39 @@ impl Fleet {
     }
 
     pub fn epsilon_of_slot(&self, slot: u32) -> f64 {
-        if let Some(e) = self.cfg.epsilon {
-            return e;
-        }
-        ladder(self.cfg.epsilon_base, self.cfg.epsilon_alpha, slot, self.ladder_size())
+        ladder_or_fixed(&self.cfg, slot, self.ladder_size())
     }
 
+    /// The registered workers (live or stale) by id, then the recently gone ones,
+    /// most recent first.
     pub fn list(&self, now: Instant) -> Vec<WorkerView> {
-        self.workers
-            .iter()
-            .map(|(&id, w)| WorkerView {
+        let stale_after = self.cfg.heartbeat_secs * STALE_HEARTBEATS;
+        let view = |id: u32, w: &Worker, epsilon: f64, state: Option<WorkerState>| {
+            let last_seen_secs = now.saturating_duration_since(w.last_seen).as_secs_f64();
+            let state = state.unwrap_or(if last_seen_secs > stale_after { WorkerState::Stale } else { WorkerState::Live });
+            WorkerView {
                 worker_id: id,
                 slot: w.slot,
-                epsilon: self.epsilon_of_slot(w.slot),
+                epsilon,
                 info: w.info.clone(),
                 uptime_secs: now.saturating_duration_since(w.registered).as_secs_f64(),
-                last_seen_secs: now.saturating_duration_since(w.last_seen).as_secs_f64(),
+                last_seen_secs,
                 uploads: w.uploads,
                 transitions: w.transitions,
+                last_upload_secs: w.last_upload.map(|t| now.saturating_duration_since(t).as_secs_f64()),
+                state,
                 heartbeat: w.last.clone(),
-            })
-            .collect()
+            }
+        };
+        let registered = self.workers.iter().map(|(&id, w)| view(id, w, self.epsilon_of_slot(w.slot), None));
+        // A gone worker keeps the epsilon it last had (its slot may be someone else's now).
+        let gone = self.gone.iter().rev().map(|(_, id, w)| view(*id, w, ladder_or_fixed(&self.cfg, w.slot, self.ladder_size()), Some(WorkerState::Gone)));
+        registered.chain(gone).collect()
     }
+}
+
+fn ladder_or_fixed(cfg: &WorkersConfig, slot: u32, n: u32) -> f64 {
+    cfg.epsilon.unwrap_or_else(|| ladder(cfg.epsilon_base, cfg.epsilon_alpha, slot, n))
 }
 
 /// Ape-X: `eps_i = base^(1 + alpha * i / (n - 1))`, `base` when `n <= 1`.
@@ -229,12 +278,32 @@ mod tests {
     }
 
     #[test]
+    fn workers_go_stale_then_gone_and_gone_ones_stay_listed() {
+        // heartbeat_secs 1 (stale after 2.5 s), timeout 10 s.
+        let mut f = Fleet::new(WorkersConfig { heartbeat_secs: 1.0, worker_timeout_secs: 10.0, ..Default::default() });
+        let t0 = Instant::now();
+        let (a, _) = f.register(WorkerInfo { host: "a".into(), ..Default::default() }, t0);
+        let state = |f: &Fleet, t| f.list(t).iter().find(|w| w.worker_id == a).map(|w| w.state);
+        assert_eq!(state(&f, t0 + Duration::from_secs(2)), Some(WorkerState::Live));
+        assert_eq!(state(&f, t0 + Duration::from_secs(3)), Some(WorkerState::Stale));
+        let t1 = t0 + Duration::from_secs(11);
+        f.sweep(t1);
+        assert!(!f.contains(a, t1));
+        assert_eq!(f.live(), 0);
+        assert_eq!(state(&f, t1), Some(WorkerState::Gone), "listed as gone after the timeout");
+        f.sweep(t1 + Duration::from_secs_f64(GONE_SECS + 1.0));
+        assert_eq!(state(&f, t1 + Duration::from_secs_f64(GONE_SECS + 1.0)), None, "and forgotten later");
+    }
+
+    #[test]
     fn uploads_keep_a_worker_alive() {
         let t0 = Instant::now();
         let mut f = fleet(0);
         let (a, _) = f.register(WorkerInfo::default(), t0);
         f.touch(a, 100, t0 + Duration::from_secs(8));
         assert!(f.heartbeat(a, Heartbeat::default(), t0 + Duration::from_secs(15)).is_some());
-        assert_eq!(f.list(t0 + Duration::from_secs(15))[0].transitions, 100);
+        let w = &f.list(t0 + Duration::from_secs(15))[0];
+        assert_eq!(w.transitions, 100);
+        assert_eq!(w.last_upload_secs, Some(7.0));
     }
 }

@@ -8,6 +8,7 @@
 //! between consecutive samples, so they need nothing from the trainer but counters.
 
 use crate::state::AppState;
+use std::sync::atomic::Ordering::Relaxed;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -42,6 +43,14 @@ pub struct Sample {
     pub train_survival: Option<f64>,
     /// Full-minute survival of the recent evaluation episodes.
     pub eval_survival: Option<f64>,
+    /// Mean age of the transitions accepted since the previous sample, in model
+    /// versions behind the latest (0: played by the newest model; null: none arrived).
+    pub data_age: Option<f64>,
+    /// The running sums behind `data_age` (not served).
+    #[serde(skip)]
+    pub age_sum: u64,
+    #[serde(skip)]
+    pub age_count: u64,
 }
 
 /// A bounded ring of samples.
@@ -154,7 +163,11 @@ pub fn sample(state: &AppState, prev: Option<&Sample>) -> Sample {
     s.replay_fill = ts.replay_len as f64 / capacity;
     s.samples_per_insert = ts.samples_per_insert;
     s.model_version = ts.model_version;
+    s.age_sum = state.age_sum.load(Relaxed);
+    s.age_count = state.age_count.load(Relaxed);
     if let Some(p) = prev {
+        let n = s.age_count.saturating_sub(p.age_count);
+        s.data_age = (n > 0).then(|| s.age_sum.saturating_sub(p.age_sum) as f64 / n as f64);
         let dt = t - p.t;
         if dt > 0.0 {
             s.ingest_per_sec = experiences.saturating_sub(p.experiences) as f64 / dt;
@@ -177,6 +190,10 @@ pub async fn sampler(state: AppState, stop: CancellationToken) {
         let prev = state.series.lock().expect("series lock").last().cloned();
         let s = sample(&state, prev.as_ref());
         state.series.lock().expect("series lock").push(s);
+        // Live channels of workers that are gone and unwatched are dropped here.
+        let now = Instant::now();
+        let fleet = state.fleet.lock().expect("fleet lock");
+        state.live.retain_workers(|id| fleet.contains(id, now));
     }
 }
 

@@ -18,11 +18,16 @@
 //! CPU level, exploration) comes from its own RNG stream, so an environment's
 //! episodes depend on the seed and the model, not on which envs shared a batch.
 //!
+//! While a browser watches the worker ([`crate::live`]), environment 0 plays at the
+//! game's real pace and records every frame with the decision behind it (the chosen
+//! action and all its Q-values); the other environments are untouched.
+//!
 //! A newer model arrives on a channel and is swapped in between two rounds, never
 //! during a forward pass; the old one is dropped there, so memory stays flat however
 //! many models a long run sees (`tests/model_swap_memory.rs` measures it).
 
 use crate::client::EpisodeReport;
+use crate::live::{LiveDecision, LiveTap, Pacer};
 use anyhow::{bail, Context};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -266,11 +271,14 @@ pub struct ActorIo {
     pub batches: tokio::sync::mpsc::Sender<RawBatch>,
     pub episodes: tokio::sync::mpsc::Sender<EpisodeReport>,
     pub models: tokio::sync::mpsc::Receiver<Model>,
+    /// The live view's tap (environment 0 streams through it while watched).
+    pub live: Option<Arc<LiveTap>>,
 }
 
 enum Cmd {
     Reset { cpu_level: u8, seed: u64 },
-    Step(usize),
+    /// Play an action; with a decision (env 0, watched): paced to real time and recorded.
+    Step(usize, Option<LiveDecision>),
 }
 
 enum Reply {
@@ -283,7 +291,7 @@ enum Reply {
 }
 
 /// Run one environment: do what the actor says, answer with what happened.
-fn env_thread<E: Emulator>(idx: usize, make: &dyn Fn(usize) -> anyhow::Result<E>, cfg: &ActorConfig, cmds: mpsc::Receiver<Cmd>, replies: mpsc::Sender<(usize, Reply)>) {
+fn env_thread<E: Emulator>(idx: usize, make: &dyn Fn(usize) -> anyhow::Result<E>, cfg: &ActorConfig, cmds: mpsc::Receiver<Cmd>, replies: mpsc::Sender<(usize, Reply)>, live: Option<Arc<LiveTap>>) {
     let emu = match make(idx) {
         Ok(e) => e,
         Err(e) => {
@@ -292,11 +300,28 @@ fn env_thread<E: Emulator>(idx: usize, make: &dyn Fn(usize) -> anyhow::Result<E>
         }
     };
     let mut env = Env::new(emu, cfg.setup, cfg.task, cfg.actions);
+    let mut pacer = Pacer::default();
     // The loop ends when the actor drops its sender (shutdown).
     for cmd in cmds {
         let reply = match cmd {
             Cmd::Reset { cpu_level, seed } => env.reset(cpu_level, seed).map(Reply::Ready),
-            Cmd::Step(a) => env.step(a).map(|step| Reply::Stepped { step, skipped_total: env.emulator().skipped_frames() }),
+            Cmd::Step(a, decision) => {
+                let stepped = match (&live, decision) {
+                    (Some(tap), Some(d)) if tap.watched() => {
+                        tap.set_decision(&d);
+                        // Each frame waits for its turn at 60 fps, then goes to the browser.
+                        env.step_with(a, |obs| {
+                            pacer.frame();
+                            tap.push(obs, &d);
+                        })
+                    }
+                    _ => {
+                        pacer.reset();
+                        env.step(a)
+                    }
+                };
+                stepped.map(|step| Reply::Stepped { step, skipped_total: env.emulator().skipped_frames() })
+            }
         };
         let reply = reply.unwrap_or_else(|e| Reply::Failed(e.to_string()));
         if replies.send((idx, reply)).is_err() {
@@ -376,7 +401,9 @@ where
     for i in 0..cfg.envs {
         let (tx, rx) = mpsc::channel();
         let (make, cfg2, reply_tx) = (make.clone(), cfg.clone(), reply_tx.clone());
-        let t = std::thread::Builder::new().name(format!("env-{i}")).spawn(move || env_thread(i, &*make, &cfg2, rx, reply_tx)).context("starting an environment thread")?;
+        // Only environment 0 is ever shown live.
+        let live = if i == 0 { io.live.clone() } else { None };
+        let t = std::thread::Builder::new().name(format!("env-{i}")).spawn(move || env_thread(i, &*make, &cfg2, rx, reply_tx, live)).context("starting an environment thread")?;
         threads.push(t);
         let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
         rng.set_stream(i as u64);
@@ -524,7 +551,15 @@ where
                 let action = if explore { s.rng.random_range(0..actions) } else { QNet::argmax(&q[j * actions..(j + 1) * actions]) };
                 let obs = s.obs.take().expect("checked above");
                 s.pending = Some(Decision { state: obs.state, action, reward: 0.0, model_version: model.version });
-                s.send(Cmd::Step(action));
+                let live = (i == 0 && io.live.as_ref().is_some_and(|t| t.watched())).then(|| LiveDecision {
+                    action: action as u32,
+                    q: q[j * actions..(j + 1) * actions].to_vec(),
+                    explored: explore,
+                    model_version: model.version,
+                    cpu_level: s.episode.cpu_level,
+                    eval: s.episode.eval,
+                });
+                s.send(Cmd::Step(action, live));
             }
         }
         if let Err(e) = batcher.flush_if_due(Instant::now()) {

@@ -66,6 +66,47 @@ pub struct EpisodeReport {
     pub model_version: u64,
 }
 
+/// One player in a live frame (`POST /api/v1/workers/{id}/live`).
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct LivePlayer {
+    pub x: f32,
+    pub y: f32,
+    /// +1 facing right, -1 left.
+    pub facing: f32,
+    pub action: Option<u32>,
+    pub action_name: String,
+    pub percent: f32,
+    pub stocks: u8,
+}
+
+/// One game frame of the watched environment, with the decision in force.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct LiveFrame {
+    pub frame: u32,
+    pub agent: LivePlayer,
+    pub opponent: LivePlayer,
+    /// The macro-action chosen, an index into [`LiveBatch::actions`].
+    pub action: u32,
+    /// Q-values of every action (also for a random, exploratory choice).
+    pub q: Vec<f32>,
+    pub explored: bool,
+}
+
+/// A batch of consecutive live frames.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct LiveBatch {
+    pub actions: Vec<String>,
+    pub model_version: u64,
+    pub cpu_level: u8,
+    pub eval: bool,
+    pub frames: Vec<LiveFrame>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct WatchReply {
+    watch: bool,
+}
+
 #[derive(Debug, Clone, Serialize)]
 struct EpisodesRequest<'a> {
     worker_id: u32,
@@ -196,6 +237,23 @@ impl Client {
         let req = EpisodesRequest { worker_id, episodes };
         self.send("an episode report", self.http.post(self.url("/api/v1/episodes")).bearer_auth(&self.token).json(&req)).await?;
         Ok(())
+    }
+
+    /// Long poll: whether a browser watches this worker, answered as soon as one does
+    /// or after `wait_secs` with false.
+    pub async fn live_wait(&self, worker_id: u32, wait_secs: f64) -> Result<bool, ApiError> {
+        let what = "a live-view poll";
+        let url = self.url(&format!("/api/v1/workers/{worker_id}/live?wait_secs={wait_secs}"));
+        let resp = self.send(what, self.http.get(url).bearer_auth(&self.token)).await?;
+        Ok(Self::json::<WatchReply>(what, resp).await?.watch)
+    }
+
+    /// Post live frames; the answer says whether anyone still watches.
+    pub async fn live_frames(&self, worker_id: u32, batch: &LiveBatch) -> Result<bool, ApiError> {
+        let what = "live frames";
+        let url = self.url(&format!("/api/v1/workers/{worker_id}/live"));
+        let resp = self.send(what, self.http.post(url).bearer_auth(&self.token).json(batch)).await?;
+        Ok(Self::json::<WatchReply>(what, resp).await?.watch)
     }
 
     /// Upload one encoded batch (the wire format, as spooled).

@@ -14,10 +14,15 @@
 //! - [`uploader`]: spooling and delivering batches exactly once, with retries.
 //! - [`spool`]: the bounded on-disk queue of unsent batches.
 //! - [`client`]: the typed HTTP client for `docs/api.md`.
-//! - [`play`]: `play` and `eval`: local episodes with a built-in policy or a model.
+//! - [`live`]: the dashboard's live view: env 0 paced to 60 fps and streamed while watched.
+//! - [`play`]: `play` and `eval`: local episodes with a built-in policy or a model, on
+//!   the simulator or in Dolphin.
+//! - [`doctor`]: `doctor`: checks a Dolphin setup and says what to fix.
 
 pub mod actor;
 pub mod client;
+pub mod doctor;
+pub mod live;
 pub mod play;
 pub mod run;
 pub mod spool;

@@ -2,7 +2,7 @@
 //! and uploads its gameplay to a Shine manager; also plays and evaluates bots locally.
 
 use clap::{Parser, Subcommand};
-use shine_worker::{play, run};
+use shine_worker::{doctor, play, run};
 
 #[derive(Parser)]
 #[command(name = "shine-worker", version, about, long_about = None)]
@@ -25,6 +25,10 @@ enum Command {
     ///
     /// Example: shine-worker eval --model shine-v12.safetensors --episodes 200 --cpu-level 9
     Eval(play::EvalArgs),
+    /// Check a Dolphin setup (emulator, pipes, RAM mapping, the image) and say what to fix.
+    ///
+    /// Example: shine-worker doctor --iso ~/games/melee.iso
+    Doctor(doctor::DoctorArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -36,5 +40,6 @@ fn main() -> anyhow::Result<()> {
         Command::Run(args) => run::run(args),
         Command::Play(args) => play::play(args),
         Command::Eval(args) => play::eval(args),
+        Command::Doctor(args) => doctor::doctor(args),
     }
 }

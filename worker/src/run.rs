@@ -5,6 +5,7 @@
 //!                               ▲   └─► episode reports ──────────────────► POST episodes
 //!      poll_models (ETag) ──────┘
 //!      heartbeats (epsilon back; 404: register again)
+//!      live::stream (long poll; while a browser watches: env 0's frames every 100 ms)
 //! ```
 //!
 //! The actor and its environments run on plain threads (CPU work); everything that
@@ -16,6 +17,7 @@
 
 use crate::actor::{self, ActorConfig, ActorIo, Counters, Model};
 use crate::client::{ApiError, Client, EpisodeReport, Heartbeat, ModelFetch, RegisterRequest, Registration};
+use crate::live::{self, LiveTap};
 use crate::spool::{Spool, SpoolLimits};
 use crate::uploader::{self, DrainMode, Identity, UploadStats};
 use anyhow::{bail, Context};
@@ -342,16 +344,19 @@ where
     let (model_tx, model_rx) = tokio::sync::mpsc::channel(2);
     let wake = Arc::new(Notify::new());
 
-    let spooler = tokio::spawn(uploader::spool_batches(batch_rx, spool.clone(), identity.clone(), upload_stats.clone(), wake.clone()));
+    let spooler = tokio::spawn(uploader::spool_batches(batch_rx, spool.clone(), identity.clone(), upload_stats.clone(), wake.clone(), cancel.clone()));
     let drainer = tokio::spawn(uploader::drain(client.clone(), spool.clone(), identity.clone(), upload_stats.clone(), wake.clone(), cancel.clone(), DrainMode::Forever));
     let poller = tokio::spawn(poll_models(client.clone(), etag, model.version, Duration::from_secs_f64(reg.model_poll_secs.max(0.1)), model_tx, cancel.clone()));
-    let beats = tokio::spawn(heartbeats(client.clone(), request.clone(), reg.clone(), identity.clone(), counters.clone(), upload_stats.clone(), cancel.clone()));
+    let tap = Arc::new(LiveTap::default());
+    let beats = tokio::spawn(heartbeats(client.clone(), request.clone(), reg.clone(), identity.clone(), counters.clone(), upload_stats.clone(), tap.clone(), cancel.clone()));
+    let action_names: Vec<String> = (0..cfg.actions.len()).map(|a| cfg.actions.action_name(a).to_string()).collect();
+    let streamer = tokio::spawn(live::stream(client.clone(), identity.clone(), tap.clone(), action_names, cancel.clone()));
     let reports = tokio::spawn(report_episodes(client.clone(), identity.clone(), episode_rx, Duration::from_secs_f64(reg.heartbeat_secs.max(0.1))));
 
     let actor = {
         let (counters, cancel) = (counters.clone(), cancel.clone());
         let setup = cfg.setup;
-        let io = ActorIo { batches: batch_tx, episodes: episode_tx, models: model_rx };
+        let io = ActorIo { batches: batch_tx, episodes: episode_tx, models: model_rx, live: Some(tap) };
         let handle = std::thread::Builder::new().name("actor".into()).spawn(move || actor::run_actor(cfg, move |i| make(setup, i), model, io, counters, cancel))?;
         tokio::task::spawn_blocking(move || handle.join().unwrap_or_else(|_| Err(anyhow::anyhow!("the actor thread panicked"))))
     };
@@ -379,6 +384,7 @@ where
     }
     poller.abort();
     beats.abort();
+    streamer.abort();
     if fatal.is_none() {
         let flush = uploader::drain(client.clone(), spool.clone(), identity.clone(), upload_stats.clone(), wake.clone(), CancellationToken::new(), DrainMode::Flush);
         if tokio::time::timeout(Duration::from_secs(FLUSH_SECS), flush).await.is_err() {
@@ -457,7 +463,8 @@ async fn poll_models(client: Client, mut etag: Option<String>, mut version: u64,
 
 /// Heartbeats every `heartbeat_secs`; the answer carries the current epsilon. When
 /// the manager forgot us (404 here or on an upload), register again.
-async fn heartbeats(client: Client, request: RegisterRequest, reg: Registration, identity: Arc<Identity>, counters: Arc<Counters>, uploads: Arc<UploadStats>, cancel: CancellationToken) {
+#[allow(clippy::too_many_arguments)]
+async fn heartbeats(client: Client, request: RegisterRequest, reg: Registration, identity: Arc<Identity>, counters: Arc<Counters>, uploads: Arc<UploadStats>, tap: Arc<LiveTap>, cancel: CancellationToken) {
     let every = Duration::from_secs_f64(reg.heartbeat_secs.max(0.1));
     let (mut last_t, mut last_frames) = (Instant::now(), 0u64);
     let mut last_log = Instant::now();
@@ -486,6 +493,11 @@ async fn heartbeats(client: Client, request: RegisterRequest, reg: Registration,
             match client.heartbeat(identity.worker_id(), &hb).await {
                 Ok(reply) => {
                     counters.set_epsilon(reply.epsilon);
+                    // The long poll normally notices first; this covers a poll that
+                    // was between retries.
+                    if reply.watch && !tap.watched() {
+                        tap.wake.notify_one();
+                    }
                     false
                 }
                 Err(ApiError::Status { status: 404, .. }) => true,

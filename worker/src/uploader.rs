@@ -97,8 +97,19 @@ async fn with_spool<T: Send + 'static>(spool: &Arc<Mutex<Spool>>, f: impl FnOnce
 
 /// Encode each batch from the actor (compressed, with a fresh upload id) and spool it.
 /// Returns when the actor has dropped its sender and everything is on disk.
-pub async fn spool_batches(mut rx: tokio::sync::mpsc::Receiver<RawBatch>, spool: Arc<Mutex<Spool>>, identity: Arc<Identity>, stats: Arc<UploadStats>, wake: Arc<Notify>) -> anyhow::Result<()> {
+pub async fn spool_batches(mut rx: tokio::sync::mpsc::Receiver<RawBatch>, spool: Arc<Mutex<Spool>>, identity: Arc<Identity>, stats: Arc<UploadStats>, wake: Arc<Notify>, cancel: tokio_util::sync::CancellationToken) -> anyhow::Result<()> {
     while let Some(batch) = rx.recv().await {
+        // Backpressure: the simulator plays far faster than one manager trains, and
+        // the manager answers 503 when its ingest queue is full. Rather than fill the
+        // spool until it drops the oldest gameplay, stop taking batches (the actor then
+        // blocks on the full channel and pauses) until the backlog is sent. During
+        // shutdown nothing waits: every last transition is spooled.
+        while stats.spooled_batches.load(Relaxed) >= BACKLOG_PAUSE && !cancel.is_cancelled() {
+            tokio::select! {
+                _ = tokio::time::sleep(std::time::Duration::from_millis(20)) => {}
+                _ = cancel.cancelled() => {}
+            }
+        }
         let meta = BatchMeta { worker_id: identity.worker_id(), model_version: batch.model_version, n_step: batch.n_step, upload_id: rand::rng().random() };
         let stats2 = stats.clone();
         with_spool(&spool, move |s| -> anyhow::Result<()> {
@@ -114,6 +125,9 @@ pub async fn spool_batches(mut rx: tokio::sync::mpsc::Receiver<RawBatch>, spool:
     }
     Ok(())
 }
+
+/// Spooled batches at which the actor is paused until the manager catches up.
+pub const BACKLOG_PAUSE: u64 = 4;
 
 /// How [`drain`] ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,10 +1,11 @@
 //! The real `shine-worker` against the real `shine-manager`, as two processes.
 //!
-//! The manager binary is not built by `cargo test -p shine-worker` (it needs libtorch),
-//! so these tests are ignored by default. Run them with:
+//! `cargo test -p shine-worker` does not build the manager (it links libtorch, and the
+//! worker's tests run in a cargo invocation of their own so the worker is built without
+//! it): `scripts/test.sh` builds `shine-manager` into the same target dir first, and
+//! these tests take it from beside their own executable. By hand:
 //! ```text
-//! . scripts/env.sh && cargo build -p shine-manager
-//! cargo test -p shine-worker --test e2e -- --ignored --test-threads 1
+//! . scripts/env.sh && cargo build -p shine-manager && cargo test -p shine-worker --test e2e
 //! ```
 //! (`SHINE_MANAGER_BIN` may point at another build.)
 
@@ -17,7 +18,10 @@ use std::time::{Duration, Instant};
 const TOKEN: &str = "e2e-secret";
 
 fn manager_bin() -> PathBuf {
-    let path = std::env::var_os("SHINE_MANAGER_BIN").map(PathBuf::from).unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/debug/shine-manager"));
+    // target/<profile>/deps/e2e-<hash> -> target/<profile>/shine-manager, whatever
+    // CARGO_TARGET_DIR is.
+    let beside = || std::env::current_exe().unwrap().parent().and_then(Path::parent).unwrap().join("shine-manager");
+    let path = std::env::var_os("SHINE_MANAGER_BIN").map(PathBuf::from).unwrap_or_else(beside);
     assert!(path.exists(), "{} does not exist: build it with `. scripts/env.sh && cargo build -p shine-manager` (or set SHINE_MANAGER_BIN)", path.display());
     path
 }
@@ -161,7 +165,6 @@ fn u(v: &serde_json::Value, k: &str) -> u64 {
 }
 
 #[test]
-#[ignore = "needs the shine-manager binary; see the file's doc"]
 fn worker_feeds_the_manager_and_plays_its_new_models() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
@@ -185,7 +188,6 @@ fn worker_feeds_the_manager_and_plays_its_new_models() {
 }
 
 #[test]
-#[ignore = "needs the shine-manager binary; see the file's doc"]
 fn no_transition_is_lost_or_doubled_when_the_manager_restarts() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();

@@ -54,7 +54,7 @@ fn memory_stays_flat_over_150_model_swaps() {
     let first = Model { net: QNet::load(&model_bytes(0, 0)).unwrap(), version: 0 };
     let actor = {
         let (counters, cancel) = (counters.clone(), cancel.clone());
-        let io = ActorIo { batches: batch_tx, episodes: ep_tx, models: model_rx };
+        let io = ActorIo { batches: batch_tx, episodes: ep_tx, models: model_rx, live: None };
         std::thread::spawn(move || run_actor(cfg, |_| Ok(Scripted::new(MatchSetup::default(), |_| None)), first, io, counters, cancel))
     };
     // Two weight sets, alternating, so each swap really changes the weights.

@@ -16,6 +16,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
 use shine_agent::experience;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
 pub fn router(max_upload_bytes: usize) -> Router<AppState> {
@@ -63,7 +64,7 @@ async fn accept(s: &AppState, req: Request) -> ApiResult<Response> {
     let expect = s.expect;
     let batch = tokio::task::spawn_blocking(move || experience::decode(&bytes, expect)).await.map_err(anyhow::Error::from)??;
     let count = batch.count() as u64;
-    let (worker_id, upload_id) = (batch.meta.worker_id, batch.meta.upload_id);
+    let (worker_id, upload_id, played_by) = (batch.meta.worker_id, batch.meta.upload_id, batch.meta.model_version);
     let duplicate = {
         let mut dedup = s.dedup.lock().expect("dedup lock");
         if dedup.contains(&upload_id) {
@@ -81,6 +82,10 @@ async fn accept(s: &AppState, req: Request) -> ApiResult<Response> {
         return Ok((StatusCode::OK, Json(serde_json::json!({ "accepted": 0, "duplicate": true }))).into_response());
     }
     s.metrics.experiences.inc_by(count);
+    // How stale the data is: versions between the model that played it and the latest.
+    let age = s.registry.latest_version().unwrap_or(0).saturating_sub(played_by);
+    s.age_sum.fetch_add(age.saturating_mul(count), Relaxed);
+    s.age_count.fetch_add(count, Relaxed);
     s.metrics.uploads.inc();
     Ok((StatusCode::ACCEPTED, Json(serde_json::json!({ "accepted": count, "duplicate": false }))).into_response())
 }

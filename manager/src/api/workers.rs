@@ -67,7 +67,7 @@ async fn register(State(s): State<AppState>, _: Writer, ApiJson(info): ApiJson<W
 #[derive(Debug, Serialize, Deserialize)]
 pub struct HeartbeatReply {
     pub epsilon: f64,
-    /// Someone watches this worker's live match (the live view comes later: false).
+    /// A browser watches this worker's live match: send live frames (api::live).
     pub watch: bool,
 }
 
@@ -75,7 +75,7 @@ async fn heartbeat(State(s): State<AppState>, _: Writer, Path(id): Path<String>,
     let unknown = || ApiError::NotFound(format!("unknown worker {id}: register again"));
     let wid: u32 = id.parse().map_err(|_| unknown())?;
     let epsilon = s.fleet.lock().expect("fleet lock").heartbeat(wid, hb, Instant::now()).ok_or_else(unknown)?;
-    Ok(Json(HeartbeatReply { epsilon, watch: false }))
+    Ok(Json(HeartbeatReply { epsilon, watch: s.live.watchers(wid) > 0 }))
 }
 
 #[derive(Debug, Serialize)]
