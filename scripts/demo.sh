@@ -64,7 +64,10 @@ while sleep 5; do
     done
     python3 - "$url" <<'PY' || true
 import json, sys, urllib.request
-s = json.load(urllib.request.urlopen(sys.argv[1] + "/api/v1/stats?since=9e99", timeout=2))["current"]
+try:
+    s = json.load(urllib.request.urlopen(sys.argv[1] + "/api/v1/stats?since=9e99", timeout=10))["current"]
+except OSError as e:  # a busy manager (2 cores shared with the workers): next time
+    sys.exit(f"(no progress line: {e})")
 pct = lambda v: "-" if v is None else f"{100 * v:.0f} %"
 print(f"experiences {s['experiences_inserted']:>9,}  train steps {s['train_steps']:>8,} ({s['train_steps_per_sec']:.0f}/s)  "
       f"model v{s['model_version']:<4} workers {s['workers']}  survival: training {pct(s['train_survival'])}, evaluation {pct(s['eval_survival'])}",

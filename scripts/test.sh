@@ -15,3 +15,5 @@ cargo test --workspace --exclude shine-worker "$@"
 cargo build -p shine-manager
 echo "==> tests: worker (built without libtorch)" >&2
 cargo test -p shine-worker "$@"
+echo "==> tests: the dashboard in headless Chromium" >&2
+scripts/browser-test.sh
