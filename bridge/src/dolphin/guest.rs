@@ -59,10 +59,16 @@ pub fn open_error(path: &Path, err: std::io::Error) -> DolphinError {
     }
 }
 
-/// Open the segment read-only and map MEM1.
-pub fn map_mem1(seg: &Segment) -> Result<MappedRam, DolphinError> {
+/// Open the segment read-only and map MEM1. `Ok(None)`: the segment is there but not
+/// yet sized (Dolphin creates it, unlinks it, and only then truncates it to its full
+/// length), so the caller should look again a moment later.
+pub fn map_mem1(seg: &Segment) -> Result<Option<MappedRam>, DolphinError> {
     let file = std::fs::File::open(&seg.fd_link).map_err(|e| open_error(&seg.fd_link, e))?;
-    MappedRam::open(&file, addr::MEM1_SIZE).map_err(|e| open_error(&seg.fd_link, e))
+    let len = file.metadata().map_err(|e| open_error(&seg.fd_link, e))?.len();
+    if len < addr::MEM1_SIZE as u64 {
+        return Ok(None);
+    }
+    MappedRam::open(&file, addr::MEM1_SIZE).map(Some).map_err(|e| open_error(&seg.fd_link, e))
 }
 
 #[cfg(test)]
@@ -101,5 +107,21 @@ mod tests {
         assert!(msg.contains("same user") && msg.contains("/proc/1/fd/9"), "{msg}");
         let other = open_error(Path::new("/x"), std::io::Error::from_raw_os_error(libc::ENOENT));
         assert!(matches!(other, DolphinError::MapRam { .. }));
+    }
+
+    // Regression: CI caught Dolphin between creating its segment and sizing it, and the
+    // backend gave up ("segment is 0 bytes") instead of looking again.
+    #[test]
+    fn a_segment_not_yet_sized_is_not_mapped_yet() {
+        let dir = tempfile::tempdir().unwrap();
+        let shm = dir.path().join("dolphin-emu.1");
+        let file = std::fs::File::create(&shm).unwrap();
+        let seg = Segment { fd_link: shm.clone(), target: "/dev/shm/dolphin-emu.1 (deleted)".into() };
+        assert!(map_mem1(&seg).unwrap().is_none(), "an empty segment is not ready");
+        file.set_len(addr::MEM1_SIZE as u64 / 2).unwrap();
+        assert!(map_mem1(&seg).unwrap().is_none(), "a short segment is not ready");
+        file.set_len(addr::MEM1_SIZE as u64).unwrap();
+        let ram = map_mem1(&seg).unwrap().expect("a full-size segment maps");
+        assert_eq!(ram.bytes().len(), addr::MEM1_SIZE);
     }
 }

@@ -407,7 +407,9 @@ fn start(exe: &Path, dir: &userdir::UserDir, cfg: &DolphinConfig) -> Result<Runn
     let ram = loop {
         early(&mut proc)?;
         if let Ok(Some(seg)) = guest::scan_fd_dir(&fd_dir) {
-            break guest::map_mem1(&seg)?;
+            if let Some(ram) = guest::map_mem1(&seg)? {
+                break ram;
+            }
         }
         if started.elapsed() > cfg.boot_timeout {
             return Err(DolphinError::RamNotFound { pid: proc.pid(), waited: cfg.boot_timeout, log_path: proc.log_path().to_path_buf(), log: proc.log_tail(20) });
