@@ -285,6 +285,21 @@ pub struct Cli {
     /// Print the effective configuration as TOML and exit.
     #[arg(long)]
     pub print_config: bool,
+    /// Without a command: run the manager.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// `shine-manager COMMAND`: tools beside the service.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum Command {
+    /// Print a bash script that starts N workers for this manager on GCP, AWS or Kubernetes.
+    ///
+    /// The script holds the files from configs/ (cloud-init, systemd unit, Kubernetes
+    /// manifests) with your manager URL, token and worker count filled in.
+    ///
+    /// Example: shine-manager launch-script --cloud gcp --workers 8 --manager-url http://203.0.113.7:8080 --token $SHINE_TOKEN --worker-url gs://BUCKET/shine-worker > launch.sh && bash launch.sh
+    LaunchScript(crate::launch::LaunchArgs),
 }
 
 impl Cli {

@@ -30,10 +30,12 @@ pub mod trainer;
 // - config: the TOML file and the CLI;  error: the API's one error enum;
 // - fleet: worker registry and epsilon ladder;  server: start-up and shutdown.
 // - live: live matches, worker frames fanned out to browsers (api::live, api::web).
+// - launch: `shine-manager launch-script`, the configs/ files for a worker fleet.
 pub mod api;
 pub mod config;
 pub mod error;
 pub mod fleet;
+pub mod launch;
 pub mod live;
 pub mod metrics;
 pub mod registry;

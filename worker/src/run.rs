@@ -58,16 +58,16 @@ pub struct RunArgs {
     #[arg(long, env = "SHINE_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
     /// Where the game runs [default: sim].
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, env = "SHINE_BACKEND")]
     pub backend: Option<Backend>,
     /// Environments played at once [default: one per CPU core].
-    #[arg(long)]
+    #[arg(long, env = "SHINE_ENVS")]
     pub envs: Option<usize>,
     /// Where unsent gameplay is kept [default: ~/.cache/shine/spool].
     #[arg(long, env = "SHINE_SPOOL_DIR")]
     pub spool_dir: Option<PathBuf>,
     /// Most MiB the spool may hold before the oldest batches are dropped [default: 1024].
-    #[arg(long)]
+    #[arg(long, env = "SHINE_SPOOL_MAX_MB")]
     pub spool_max_mb: Option<u64>,
     /// Most batches the spool may hold before the oldest are dropped [default: 10000].
     #[arg(long)]
