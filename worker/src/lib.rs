@@ -15,11 +15,13 @@
 //! - [`spool`]: the bounded on-disk queue of unsent batches.
 //! - [`client`]: the typed HTTP client for `docs/api.md`.
 //! - [`live`]: the dashboard's live view: env 0 paced to 60 fps and streamed while watched.
+//! - [`backend`]: where the game runs (simulator or Dolphin), shared by `run` and `play`.
 //! - [`play`]: `play` and `eval`: local episodes with a built-in policy or a model, on
 //!   the simulator or in Dolphin.
 //! - [`doctor`]: `doctor`: checks a Dolphin setup and says what to fix.
 
 pub mod actor;
+pub mod backend;
 pub mod client;
 pub mod doctor;
 pub mod live;

@@ -5,6 +5,7 @@
 //! `seed + i`, so a run is reproducible and two policies can be compared on the very
 //! same matches.
 
+use crate::backend::{Backend, DolphinSetup};
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use rand::SeedableRng;
@@ -18,14 +19,6 @@ use shine_agent::Env;
 use shine_bridge::sim::Sim;
 use shine_bridge::{Emulator, MatchSetup};
 use std::path::PathBuf;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Backend {
-    /// The embedded Melee-like simulator (no game image needed).
-    Sim,
-    /// Dolphin with your own Melee NTSC 1.02 image (--iso); see docs/dolphin.md.
-    Dolphin,
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum PolicyKind {
@@ -240,25 +233,10 @@ pub fn eval(args: EvalArgs) -> anyhow::Result<()> {
 /// Play the episodes in one Dolphin, one after the other (a match per episode: the
 /// backend's reset quits the last one and goes through the menus).
 fn play_dolphin(spec: &PolicySpec, args: &PlayArgs) -> anyhow::Result<Vec<EpisodeResult>> {
-    use shine_bridge::dolphin::{self, Dolphin, DolphinConfig};
-    let Some(iso) = &args.iso else {
-        bail!("--backend dolphin needs your own Melee NTSC 1.02 image: pass --iso PATH (Shine cannot ship the game). `shine-worker doctor --iso PATH` checks the whole setup");
-    };
-    // Fail on the missing emulator before anything else: it is the likelier gap.
-    dolphin::process::find_executable(args.dolphin.as_deref())?;
-    if !iso.is_file() {
-        bail!("the image {} does not exist: pass your own Melee NTSC 1.02 image with --iso PATH", iso.display());
-    }
-    if let Ok(Some(id)) = dolphin::image_game_id(iso) {
-        if id != dolphin::MELEE_GAME_ID {
-            eprintln!("warning: {} has game id {id}, not {} (Melee NTSC); Shine's RAM map fits only NTSC 1.02", iso.display(), dolphin::MELEE_GAME_ID);
-        }
-    }
+    let dolphin = DolphinSetup::check(args.iso.as_deref(), args.dolphin.as_deref())?;
     let set = spec.action_set()?;
     let setup = MatchSetup { cpu_level: args.cpu_level, ..MatchSetup::default() };
-    let mut cfg = DolphinConfig::melee(iso, setup);
-    cfg.executable = args.dolphin.clone();
-    let emu = Dolphin::launch(cfg).context("starting Dolphin (run `shine-worker doctor` to check the setup)")?;
+    let emu = dolphin.launch(setup)?;
     let mut env = Env::new(emu, setup, Task::Untouchable, set);
     let mut policy = spec.build(set);
     let mut results = Vec::with_capacity(args.episodes as usize);

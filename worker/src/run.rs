@@ -16,12 +16,13 @@
 //! what is left stays on disk for the next start.
 
 use crate::actor::{self, ActorConfig, ActorIo, Counters, Model};
+use crate::backend::{Backend, DolphinSetup};
 use crate::client::{ApiError, Client, EpisodeReport, Heartbeat, ModelFetch, RegisterRequest, Registration};
 use crate::live::{self, LiveTap};
 use crate::spool::{Spool, SpoolLimits};
 use crate::uploader::{self, DrainMode, Identity, UploadStats};
 use anyhow::{bail, Context};
-use clap::{Args, ValueEnum};
+use clap::Args;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 use shine_agent::model::QNet;
@@ -38,15 +39,6 @@ use tokio_util::sync::CancellationToken;
 /// Longest a shutdown waits for the manager to take the spooled batches.
 pub const FLUSH_SECS: u64 = 15;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Backend {
-    /// The embedded Melee-like simulator (no game image needed).
-    Sim,
-    /// Dolphin with your own Melee image (not supported by `run` yet).
-    Dolphin,
-}
-
 /// `shine-worker run`. Every flag can also be a key of the `--config` TOML file
 /// (same name, `_` for `-`); flags and environment variables win over the file.
 #[derive(Debug, Clone, Default, Args)]
@@ -60,9 +52,16 @@ pub struct RunArgs {
     /// Where the game runs [default: sim].
     #[arg(long, value_enum, env = "SHINE_BACKEND")]
     pub backend: Option<Backend>,
-    /// Environments played at once [default: one per CPU core].
+    /// Environments played at once [default: one per CPU core]. With Dolphin, each is a
+    /// Dolphin of its own.
     #[arg(long, env = "SHINE_ENVS")]
     pub envs: Option<usize>,
+    /// With --backend dolphin: your Melee NTSC 1.02 disc image (Shine cannot ship it).
+    #[arg(long, env = "SHINE_ISO")]
+    pub iso: Option<PathBuf>,
+    /// With --backend dolphin: the dolphin-emu-nogui to run [default: found on PATH or in /usr/games].
+    #[arg(long, env = "SHINE_DOLPHIN")]
+    pub dolphin: Option<PathBuf>,
     /// Where unsent gameplay is kept [default: ~/.cache/shine/spool].
     #[arg(long, env = "SHINE_SPOOL_DIR")]
     pub spool_dir: Option<PathBuf>,
@@ -91,6 +90,8 @@ pub struct FileConfig {
     pub token: Option<String>,
     pub backend: Option<Backend>,
     pub envs: Option<usize>,
+    pub iso: Option<PathBuf>,
+    pub dolphin: Option<PathBuf>,
     pub spool_dir: Option<PathBuf>,
     pub spool_max_mb: Option<u64>,
     pub spool_max_batches: Option<usize>,
@@ -105,6 +106,9 @@ pub struct Settings {
     pub token: String,
     pub backend: Backend,
     pub envs: usize,
+    /// The game image and the emulator, for the Dolphin backend.
+    pub iso: Option<PathBuf>,
+    pub dolphin: Option<PathBuf>,
     pub spool_dir: PathBuf,
     pub spool_limits: SpoolLimits,
     pub seed: u64,
@@ -146,6 +150,8 @@ impl Settings {
             token,
             backend: args.backend.or(file.backend).unwrap_or(Backend::Sim),
             envs,
+            iso: args.iso.or(file.iso),
+            dolphin: args.dolphin.or(file.dolphin),
             spool_dir: match args.spool_dir.or(file.spool_dir) {
                 Some(d) => d,
                 None => default_spool_dir()?,
@@ -209,13 +215,20 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// `shine-worker run`.
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
     let settings = Settings::resolve(args)?;
-    if settings.backend == Backend::Dolphin {
-        bail!("the dolphin backend is not yet supported by `shine-worker run`: use --backend sim (the default)");
-    }
+    // Check a Dolphin setup before registering: a worker that cannot play should say
+    // why at once, not after taking an epsilon slot.
+    let dolphin = match settings.backend {
+        Backend::Sim => None,
+        Backend::Dolphin => Some(DolphinSetup::check(settings.iso.as_deref(), settings.dolphin.as_deref())?),
+    };
     // Two network threads are plenty: the CPU belongs to the environments.
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().context("starting the async runtime")?;
     let seed = settings.seed;
-    rt.block_on(run_with(settings, shutdown_signal(), move |setup: MatchSetup, i: usize| Ok(shine_bridge::sim::Sim::new(setup, seed.wrapping_add(i as u64)))))?;
+    match dolphin {
+        None => rt.block_on(run_with(settings, shutdown_signal(), move |setup: MatchSetup, i: usize| Ok(shine_bridge::sim::Sim::new(setup, seed.wrapping_add(i as u64)))))?,
+        // Each environment's thread starts its own Dolphin (user folder, pipe, RAM).
+        Some(dolphin) => rt.block_on(run_with(settings, shutdown_signal(), move |setup: MatchSetup, _| dolphin.launch(setup)))?,
+    };
     Ok(())
 }
 
@@ -308,7 +321,7 @@ where
     let counters = Arc::new(Counters::default());
 
     // Register (waiting for the manager as long as it takes).
-    let request = RegisterRequest { host: host_name(), backend: "sim".into(), envs: settings.envs, version: env!("CARGO_PKG_VERSION").into() };
+    let request = RegisterRequest { host: host_name(), backend: settings.backend.name().into(), envs: settings.envs, version: env!("CARGO_PKG_VERSION").into() };
     tracing::info!(manager = %client.base(), envs = settings.envs, seed = settings.seed, "registering");
     let Some(reg) = retrying("registering with the manager", &cancel, || client.register(&request)).await? else {
         return Ok(run_stats(&Identity::new(0), &counters, &upload_stats));
@@ -593,10 +606,18 @@ mod tests {
     }
 
     #[test]
-    fn dolphin_backend_says_it_is_not_supported_yet() {
+    fn dolphin_backend_says_what_is_missing_before_registering() {
         let dir = tempfile::tempdir().unwrap();
-        let args = RunArgs { manager: Some("http://m".into()), token: Some("t".into()), backend: Some(Backend::Dolphin), spool_dir: Some(dir.path().into()), ..Default::default() };
+        // The manager address is unroutable: reaching it would hang, so these errors
+        // prove the checks come first.
+        let args = RunArgs { manager: Some("http://192.0.2.1:9".into()), token: Some("t".into()), backend: Some(Backend::Dolphin), spool_dir: Some(dir.path().into()), ..Default::default() };
+        let err = run(args.clone()).unwrap_err().to_string();
+        assert!(err.contains("--iso PATH"), "{err}");
+        let args = RunArgs { iso: Some(dir.path().join("melee.iso")), dolphin: Some("/nonexistent/dolphin-emu-nogui".into()), ..args };
+        let err = format!("{:#}", run(args.clone()).unwrap_err());
+        assert!(err.contains("apt-get install dolphin-emu"), "{err}");
+        let args = RunArgs { dolphin: Some("/bin/true".into()), ..args };
         let err = run(args).unwrap_err().to_string();
-        assert!(err.contains("not yet supported") && err.contains("--backend sim"), "{err}");
+        assert!(err.contains("melee.iso does not exist"), "{err}");
     }
 }

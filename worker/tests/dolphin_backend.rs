@@ -1,32 +1,18 @@
-//! `shine-worker play --backend dolphin` and `shine-worker doctor`, as a user runs them.
+//! `shine-worker play` and `run` with `--backend dolphin`, and `shine-worker doctor`, as
+//! a user runs them.
 //!
-//! The play test points `--dolphin` at `shine-dolphin-peer` (bridge's stand-in for
-//! Dolphin, which plays with the embedded simulator), so whole episodes go through the
-//! Dolphin code path (launch, /proc scan, mmap, pipe, tick, menus) and must come out
-//! exactly as on `--backend sim` with the same seeds. The doctor test with Dolphin uses
+//! The play and run tests point `--dolphin` at `shine-dolphin-peer` (bridge's stand-in
+//! for Dolphin, which plays with the embedded simulator), so whole episodes go through
+//! the Dolphin code path (launch, /proc scan, mmap, pipe, tick, menus): `play` must
+//! come out exactly as on `--backend sim` with the same seeds, and `run` must feed a
+//! real manager and survive its emulators crashing. The doctor test with Dolphin uses
 //! the real emulator (see bridge/tests/real_dolphin.rs for the install policy).
 
-use std::path::PathBuf;
+mod procs;
+
+use procs::*;
 use std::process::Command;
-
-const WORKER: &str = env!("CARGO_BIN_EXE_shine-worker");
-
-/// The peer is a binary of shine-bridge; build it into this target dir (a no-op when
-/// fresh) and return its path.
-fn peer() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let target = exe.parent().and_then(|d| d.parent()).unwrap().to_path_buf(); // target/<profile>
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let profile = target.file_name().unwrap().to_string_lossy().into_owned();
-    let mut cmd = Command::new(cargo);
-    cmd.args(["build", "-p", "shine-bridge", "--bin", "shine-dolphin-peer"]).env("CARGO_TARGET_DIR", target.parent().unwrap());
-    if profile == "release" {
-        cmd.arg("--release");
-    }
-    let status = cmd.status().expect("running cargo to build shine-dolphin-peer");
-    assert!(status.success(), "building shine-dolphin-peer failed");
-    target.join("shine-dolphin-peer")
-}
+use std::time::Duration;
 
 fn run(args: &[&str]) -> (bool, String, String) {
     let out = Command::new(WORKER).args(args).env_remove("RUST_BACKTRACE").output().unwrap();
@@ -102,9 +88,39 @@ fn doctor_with_real_dolphin_reports_each_check_and_peeks() {
     let dol = shine_bridge::dolphin::probe::build(dir.path()).unwrap();
     let (ok, out, err) = run(&["doctor", "--exec", dol.to_str().unwrap(), "--peek", "0x80400000"]);
     assert!(ok, "{out}\n{err}");
-    assert_eq!(out.matches("peek 0x80400000 = 0x53484e50").count(), 5, "the probe's magic, five times: {out}");
+    // Five peeks; on a loaded machine the first may come before the probe has written
+    // its magic, but once there it stays.
+    let peeks: Vec<bool> = out.lines().filter(|l| l.contains("peek 0x80400000")).map(|l| l.ends_with("= 0x53484e50")).collect();
+    assert_eq!(peeks.len(), 5, "{out}");
+    let first = peeks.iter().position(|&m| m).unwrap_or_else(|| panic!("the probe's magic never showed: {out}"));
+    assert!(peeks[first..].iter().all(|&m| m), "the magic stays once written: {out}");
     let (_, out, _) = run(&["doctor", "--exec", dol.to_str().unwrap(), "--peek", "80400008"]);
     let values: Vec<&str> = out.lines().filter(|l| l.contains("peek 0x80400008")).collect();
     assert_eq!(values.len(), 5, "{out}");
     assert!(values.windows(2).any(|w| w[0] != w[1]), "the probe's loop counter is live: {values:?}");
 }
+
+#[test]
+fn run_with_dolphin_feeds_the_manager_and_restarts_crashed_emulators() {
+    let peer = peer();
+    let dir = tempfile::tempdir().unwrap();
+    // Each "Dolphin" aborts after 2,500 frames, so every environment's emulator dies
+    // several times during the test and must be started again.
+    let scenario = dir.path().join("melee.scenario");
+    std::fs::write(&scenario, "seed = 3\ncrash_after = 2500\n").unwrap();
+    let port = free_port();
+    let manager = start_manager(dir.path(), port, 1);
+    let mut worker = start_worker(dir.path(), port, &["--backend", "dolphin", "--dolphin", peer.to_str().unwrap(), "--iso", scenario.to_str().unwrap()]);
+    wait_for(Duration::from_secs(180), "gameplay from the Dolphin backend, across emulator crashes", || {
+        metric(port, "shine_experiences_total").unwrap_or(0.0) >= 2000.0 && worker.log().matches("environment failed, restarting its episode").count() >= 2
+    }, &manager);
+    let workers = http_get(port, "/api/v1/workers").unwrap();
+    assert!(workers.contains("\"backend\":\"dolphin\""), "the manager lists a dolphin worker: {workers}");
+    worker.signal("TERM");
+    assert!(worker.wait(Duration::from_secs(60)).success(), "worker log:\n{}", worker.log());
+    let stats = read_stats(dir.path());
+    assert!(u(&stats, "transitions_generated") > 0, "{stats}");
+    assert_eq!(u(&stats, "transitions_uploaded"), u(&stats, "transitions_generated"), "{stats}");
+    assert_eq!(metric(port, "shine_experiences_total").unwrap() as u64, u(&stats, "transitions_uploaded"), "the manager counted each transition once");
+}
+

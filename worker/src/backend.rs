@@ -1,0 +1,64 @@
+//! Where the game runs, for `play` and `run` alike: the embedded simulator, or Dolphin
+//! with the user's own Melee image (docs/dolphin.md).
+
+use anyhow::{bail, Context};
+use clap::ValueEnum;
+use serde::{Deserialize, Serialize};
+use shine_bridge::dolphin::{self, Dolphin, DolphinConfig};
+use shine_bridge::MatchSetup;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// The embedded Melee-like simulator (no game image needed).
+    Sim,
+    /// Dolphin with your own Melee NTSC 1.02 image (--iso); see docs/dolphin.md.
+    Dolphin,
+}
+
+impl Backend {
+    /// The name the manager's worker list shows.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Sim => "sim",
+            Backend::Dolphin => "dolphin",
+        }
+    }
+}
+
+/// A Dolphin setup that was checked before any game starts: the emulator exists and
+/// so does the image. Each environment launches its own Dolphin from it.
+#[derive(Debug, Clone)]
+pub struct DolphinSetup {
+    iso: PathBuf,
+    executable: Option<PathBuf>,
+}
+
+impl DolphinSetup {
+    /// Check `--iso` and `--dolphin`, saying what is missing; warns (once, here) about an
+    /// image that is not Melee NTSC.
+    pub fn check(iso: Option<&Path>, executable: Option<&Path>) -> anyhow::Result<DolphinSetup> {
+        let Some(iso) = iso else {
+            bail!("--backend dolphin needs your own Melee NTSC 1.02 image: pass --iso PATH (Shine cannot ship the game). `shine-worker doctor --iso PATH` checks the whole setup");
+        };
+        // Fail on the missing emulator before anything else: it is the likelier gap.
+        dolphin::process::find_executable(executable)?;
+        if !iso.is_file() {
+            bail!("the image {} does not exist: pass your own Melee NTSC 1.02 image with --iso PATH", iso.display());
+        }
+        if let Ok(Some(id)) = dolphin::image_game_id(iso) {
+            if id != dolphin::MELEE_GAME_ID {
+                tracing::warn!("{} has game id {id}, not {} (Melee NTSC); Shine's RAM map fits only NTSC 1.02", iso.display(), dolphin::MELEE_GAME_ID);
+            }
+        }
+        Ok(DolphinSetup { iso: iso.to_path_buf(), executable: executable.map(Path::to_path_buf) })
+    }
+
+    /// Start one Dolphin (its own user folder, pipe and RAM) for a match like `setup`.
+    pub fn launch(&self, setup: MatchSetup) -> anyhow::Result<Dolphin> {
+        let mut cfg = DolphinConfig::melee(&self.iso, setup);
+        cfg.executable = self.executable.clone();
+        Dolphin::launch(cfg).context("starting Dolphin (run `shine-worker doctor` to check the setup)")
+    }
+}
