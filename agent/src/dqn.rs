@@ -505,14 +505,16 @@ mod tests {
             let net = DuelingDqn::new(Device::Cpu, set.len());
             let meta = ModelMeta::new(set.name(), set.len());
             let rust = QNet::load(&net.to_model_file(&meta).unwrap()).unwrap();
-            let n = 64;
-            let x = Tensor::rand([n, STATE_DIM as i64], (Kind::Float, Device::Cpu)) * 2.0 - 0.5;
-            let want = Vec::<f32>::try_from(&net.forward(&x).view([-1])).unwrap();
-            let xs = Vec::<f32>::try_from(&x.view([-1])).unwrap();
-            let mut got = vec![0.0; n as usize * set.len()];
-            rust.forward(&xs, n as usize, &mut got, &mut Scratch::default());
-            let worst = got.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
-            assert!(worst < 1e-5, "{set}: largest difference {worst}");
+            // One state (a worker's single environment) and a batch: both kernels.
+            for n in [1, 64] {
+                let x = Tensor::rand([n, STATE_DIM as i64], (Kind::Float, Device::Cpu)) * 2.0 - 0.5;
+                let want = Vec::<f32>::try_from(&net.forward(&x).view([-1])).unwrap();
+                let xs = Vec::<f32>::try_from(&x.view([-1])).unwrap();
+                let mut got = vec![0.0; n as usize * set.len()];
+                rust.forward(&xs, n as usize, &mut got, &mut Scratch::default());
+                let worst = got.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+                assert!(worst < 1e-5, "{set}, batch {n}: largest difference {worst}");
+            }
         }
     }
 

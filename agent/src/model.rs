@@ -147,10 +147,56 @@ struct Dense {
     n_out: usize,
 }
 
+/// Batches up to this size are multiplied a weight row at a time ([`Dense::forward_small`]):
+/// a worker with one environment decides one state at a time, and packing the whole
+/// weight matrix for a single row (what the general kernel does) cost more than the
+/// product itself. Larger batches go to matrixmultiply's packed kernel. Chosen with
+/// `cargo run --release -p shine-worker --example decision_bench` (docs/benchmarks.md).
+const SMALL_BATCH: usize = 4;
+
+/// `a . b`, summed in [`LANES`] independent accumulators: the compiler keeps them in
+/// SIMD registers, where one running sum would be a single dependency chain (float
+/// addition may not be reordered for it).
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    const LANES: usize = 32;
+    let mut acc = [0.0f32; LANES];
+    let (ca, cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+    let tail: f32 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| x * y).sum();
+    for (x, y) in ca.zip(cb) {
+        for i in 0..LANES {
+            acc[i] += x[i] * y[i];
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
 impl Dense {
     /// `y[n, out] = x[n, in] . w^T + b`, then ReLU if asked.
     fn forward(&self, x: &[f32], n: usize, y: &mut [f32], relu: bool) {
         debug_assert!(x.len() >= n * self.n_in && y.len() >= n * self.n_out);
+        if n <= SMALL_BATCH {
+            self.forward_small(x, n, y);
+        } else {
+            self.forward_gemm(x, n, y);
+        }
+        if relu {
+            for v in &mut y[..n * self.n_out] {
+                *v = v.max(0.0);
+            }
+        }
+    }
+
+    /// A few rows: each weight row is read once and used for every input row while it
+    /// is in L1.
+    fn forward_small(&self, x: &[f32], n: usize, y: &mut [f32]) {
+        for (o, (w, b)) in self.w.chunks_exact(self.n_in).zip(&self.b).enumerate() {
+            for r in 0..n {
+                y[r * self.n_out + o] = b + dot(w, &x[r * self.n_in..(r + 1) * self.n_in]);
+            }
+        }
+    }
+
+    fn forward_gemm(&self, x: &[f32], n: usize, y: &mut [f32]) {
         // Bias first, then accumulate the product onto it (beta = 1).
         for row in y[..n * self.n_out].chunks_exact_mut(self.n_out) {
             row.copy_from_slice(&self.b);
@@ -175,11 +221,6 @@ impl Dense {
                 self.n_out as isize,
                 1,
             );
-        }
-        if relu {
-            for v in &mut y[..n * self.n_out] {
-                *v = v.max(0.0);
-            }
         }
     }
 }
@@ -336,14 +377,18 @@ mod tests {
     fn batched_forward_matches_scalar_reference() {
         let (meta, w) = model(7);
         let net = QNet::load(&save(&meta, &w).unwrap()).unwrap();
-        let n = 9;
-        let states: Vec<f32> = (0..n * STATE_DIM).map(|i| ((i * 37 % 101) as f32) / 101.0).collect();
-        let mut q = vec![0.0; n * 7];
-        net.forward(&states, n, &mut q, &mut Scratch::default());
-        for r in 0..n {
-            let want = reference(&w, &meta, &states[r * STATE_DIM..(r + 1) * STATE_DIM]);
-            for (g, e) in q[r * 7..(r + 1) * 7].iter().zip(&want) {
-                assert!((g - e).abs() < 1e-5, "row {r}: {g} vs {e}");
+        // Both kernels: row at a time up to SMALL_BATCH, packed above; one scratch for
+        // all sizes, as a worker reuses it.
+        let mut scratch = Scratch::default();
+        for n in [1, 2, SMALL_BATCH, SMALL_BATCH + 1, 9, 1] {
+            let states: Vec<f32> = (0..n * STATE_DIM).map(|i| ((i * 37 % 101) as f32) / 101.0 - 0.3).collect();
+            let mut q = vec![0.0; n * 7];
+            net.forward(&states, n, &mut q, &mut scratch);
+            for r in 0..n {
+                let want = reference(&w, &meta, &states[r * STATE_DIM..(r + 1) * STATE_DIM]);
+                for (g, e) in q[r * 7..(r + 1) * 7].iter().zip(&want) {
+                    assert!((g - e).abs() < 1e-5, "batch {n}, row {r}: {g} vs {e}");
+                }
             }
         }
     }
