@@ -492,7 +492,7 @@ mod tests {
     }
 
     #[test]
-    fn every_deploy_file_is_embedded() {
+    fn every_fleet_file_is_embedded() {
         // A new file under configs/k8s must be printed by the k8s script too.
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/k8s");
         let mut files: Vec<String> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();

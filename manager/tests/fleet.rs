@@ -9,10 +9,10 @@
 //!   would; the runtime
 //!   stage's `COPY --from=build`, ENV, WORKDIR and ENTRYPOINT are applied to a folder
 //!   standing in for the image's root (its RUN lines install Debian packages and add a
-//!   user: skipped, this machine has them). The copy sits at a fixed place in cargo's
-//!   target dir, with the files' times kept, and the build shares that target dir: a
-//!   rerun rebuilds only what changed (the first run builds the worker in release, a
-//!   few minutes on two cores).
+//!   user: skipped, this machine has them). The copy and its own target dir sit at a
+//!   fixed place in cargo's target dir, with the files' times kept: a rerun rebuilds
+//!   only what changed (the first run builds the worker in release, a few minutes on
+//!   two cores).
 //! - a VM: the setup script from the AWS user-data that `shine-manager launch-script`
 //!   prints, run with its paths moved into a folder (SHINE_ETC_DIR, SHINE_BIN_DIR) and
 //!   the binary's URL a file:// one; then the systemd unit's ExecStart with its
@@ -189,7 +189,8 @@ fn build_worker_image() -> Image {
     let build_root = dir.path().join("build-root");
     let root = dir.path().join("image-root");
     // The build stage's WORKDIR: a fixed folder, so cargo can reuse its outputs.
-    let src = target_dir().join("shine-deploy-test").join("src");
+    let src = target_dir().join("shine-fleet-test").join("src");
+    let copy_target = target_dir().join("shine-fleet-test").join("target");
     if src.exists() {
         std::fs::remove_dir_all(&src).unwrap();
     }
@@ -232,7 +233,12 @@ fn build_worker_image() -> Image {
             "RUN" => {
                 // Docker runs RUN's shell form as `/bin/sh -c`, in WORKDIR, with the ARGs
                 // in the environment. A clean environment apart from what finds the
-                // toolchain, as in the rust image; the target dir shared with this build.
+                // toolchain, as in the rust image. The copy gets a target dir of its own
+                // (kept for reruns): cargo names a path package's outputs by its place
+                // in the workspace, not its absolute path, so a copy building into the
+                // workspace's target dir would take over the workspace's fingerprints,
+                // and later builds of the real tree would be judged against the copy's
+                // files and wrongly found fresh.
                 let log = dir.path().join(format!("run-{ran}.log"));
                 let mut cmd = Command::new("/bin/sh");
                 cmd.arg("-c").arg(rest).current_dir(in_build(&workdir, workdir.as_deref().unwrap_or("/"))).env_clear();
@@ -241,7 +247,7 @@ fn build_worker_image() -> Image {
                         cmd.env(k, v);
                     }
                 }
-                cmd.env("CARGO_TARGET_DIR", target_dir()).env("CARGO_TERM_COLOR", "never").envs(args.iter().map(|(k, v)| (k, v)));
+                cmd.env("CARGO_TARGET_DIR", copy_target.clone()).env("CARGO_TERM_COLOR", "never").envs(args.iter().map(|(k, v)| (k, v)));
                 let file = std::fs::File::create(&log).unwrap();
                 let status = cmd.stdout(file.try_clone().unwrap()).stderr(file).status().expect("/bin/sh");
                 let text = std::fs::read_to_string(&log).unwrap_or_default();
@@ -559,7 +565,7 @@ async fn start_and_register(m: &Manager, w: &mut Worker) -> u64 {
 // ---------------------------------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn workers_launched_from_the_deploy_files_register_heartbeat_and_are_dropped_when_killed() {
+async fn workers_launched_from_the_fleet_files_register_heartbeat_and_are_dropped_when_killed() {
     let image = tokio::task::spawn_blocking(worker_image).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = config(&dir.path().join("data"));
