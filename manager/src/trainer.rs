@@ -55,15 +55,21 @@ pub struct TrainerConfig {
     /// Experiences visible in the replay before the first train step (10,000): the
     /// first batches would otherwise be drawn from a handful of episodes.
     pub burn_in: usize,
-    /// Target transitions trained per transition inserted; the learner waits when it
-    /// gets ahead. 8 is Nature DQN's ratio (a batch of 32 every 4 agent steps), which
-    /// the paper's hyper-parameters were tuned with. 0 turns the limiter off. When the
-    /// fleet produces faster than the learner trains, the actual ratio falls below the
-    /// target (the replay then drops its oldest rows unsampled); `stats` shows it.
+    /// Target transitions trained per transition inserted, held from both sides: the
+    /// learner waits when it gets ahead, and uploads wait (503, the workers pause) when
+    /// the fleet gets more than `insert_slack` ahead. 8 is Nature DQN's ratio (a batch
+    /// of 32 every 4 agent steps), which the paper's hyper-parameters were tuned with.
+    /// 0 turns the limiter off. `stats` shows the actual ratio.
     pub samples_per_insert: f64,
     /// Transitions the learner may train ahead of the ratio before it waits, so that
     /// it does not stop and start for every small upload.
     pub rate_slack: u64,
+    /// Transitions the fleet may insert ahead of the ratio before the trainer stops
+    /// taking uploads until the learner catches up. 0: never stop them (the workers run
+    /// free, the actual ratio falls below the target when they outpace the learner,
+    /// and the replay drops its oldest rows unsampled: Ape-X's choice, for a fleet
+    /// whose data is worth more than its CPU time).
+    pub insert_slack: u64,
     /// Uploaded batches queued for the trainer; when full, uploads get 503.
     pub ingest_queue: usize,
     /// Publish a new model version every this many train steps (1000).
@@ -82,6 +88,7 @@ impl Default for TrainerConfig {
             burn_in: 10_000,
             samples_per_insert: 8.0,
             rate_slack: 1024,
+            insert_slack: 20_000,
             ingest_queue: 256,
             publish_every: 1000,
             checkpoint_every: 10_000,
@@ -139,19 +146,21 @@ pub fn wire_expect(dqn: &DqnConfig, actions: ActionSet) -> Expect {
     Expect { actions: actions.len(), n_step: dqn.n_step }
 }
 
-/// Keeps transitions trained per transition inserted at or under a target (the
-/// learner side of Reverb's `SampleToInsertRatio`).
+/// Keeps transitions trained per transition inserted near a target, from both sides
+/// (Reverb's `SampleToInsertRatio`): [`RateLimiter::allows`] holds the learner back,
+/// [`RateLimiter::takes_inserts`] the inserts.
 #[derive(Debug, Clone)]
 pub struct RateLimiter {
     samples_per_insert: f64,
     slack: u64,
+    insert_slack: u64,
     inserted: u64,
     sampled: u64,
 }
 
 impl RateLimiter {
-    pub fn new(samples_per_insert: f64, slack: u64) -> Self {
-        RateLimiter { samples_per_insert, slack, inserted: 0, sampled: 0 }
+    pub fn new(samples_per_insert: f64, slack: u64, insert_slack: u64) -> Self {
+        RateLimiter { samples_per_insert, slack, insert_slack, inserted: 0, sampled: 0 }
     }
     pub fn inserted(&mut self, n: u64) {
         self.inserted += n;
@@ -162,6 +171,14 @@ impl RateLimiter {
     /// Whether a batch of `batch` may be trained now without going over budget.
     pub fn allows(&self, batch: u64) -> bool {
         self.samples_per_insert == 0.0 || (self.sampled + batch) as f64 <= self.samples_per_insert * self.inserted as f64 + self.slack as f64
+    }
+    /// Whether more transitions may go in: false once the inserts are more than
+    /// `insert_slack` transitions ahead of what the learner has trained at the target
+    /// ratio. Only asked once training has started, so the learner can always catch up
+    /// (then [`RateLimiter::allows`] is true) and the two sides never wait on each other.
+    pub fn takes_inserts(&self) -> bool {
+        let spi = self.samples_per_insert;
+        spi == 0.0 || self.insert_slack == 0 || spi * self.inserted as f64 <= self.sampled as f64 + spi * self.insert_slack as f64
     }
     /// The ratio so far (0 before anything was inserted).
     pub fn actual(&self) -> f64 {
@@ -360,7 +377,7 @@ pub fn spawn(
     };
     let shared = Arc::new(Shared { stats: Mutex::new(stats), stop: AtomicBool::new(false), rejected: AtomicU64::new(0) });
     let trainer = Trainer {
-        limiter: RateLimiter::new(cfg.samples_per_insert, cfg.rate_slack),
+        limiter: RateLimiter::new(cfg.samples_per_insert, cfg.rate_slack, cfg.insert_slack),
         cfg,
         actions,
         learner,
@@ -418,9 +435,11 @@ impl Trainer {
         let batch_size = self.learner.config().batch_size as u64;
         let burn_in = self.cfg.burn_in.max(1);
         while !self.shared.stop.load(Ordering::Acquire) {
-            // Everything queued goes into the replay first: uploads are never starved
-            // by training.
-            loop {
+            // Everything queued goes into the replay first, so uploads are not starved
+            // by training; unless the fleet is too far ahead of the learner: then the
+            // queue is left to fill, uploads get 503 and the workers pause until the
+            // learner has caught up.
+            while self.replay.len() < burn_in || self.limiter.takes_inserts() {
                 match self.rx.try_recv() {
                     Ok(b) => self.ingest(b)?,
                     Err(TryRecvError::Empty) => break,
@@ -430,8 +449,9 @@ impl Trainer {
             if self.replay.len() >= burn_in && self.limiter.allows(batch_size) {
                 self.train_step()?;
             } else {
-                // Nothing to do until more data arrives: block, with a timeout so the
-                // stop flag is seen promptly.
+                // Nothing to do until more data arrives (the limiter takes inserts
+                // here: it refuses them only while the learner may train): block,
+                // with a timeout so the stop flag is seen promptly.
                 match self.rx.recv_timeout(IDLE_WAIT) {
                     Ok(b) => self.ingest(b)?,
                     Err(RecvTimeoutError::Timeout) => {}
@@ -550,6 +570,7 @@ mod tests {
             burn_in: 100,
             samples_per_insert: 8.0,
             rate_slack: 0,
+            insert_slack: 0,
             ingest_queue: 4,
             publish_every: 5,
             checkpoint_every: 0,
@@ -593,7 +614,7 @@ mod tests {
 
     #[test]
     fn rate_limiter_keeps_samples_per_insert_at_the_target() {
-        let mut l = RateLimiter::new(8.0, 0);
+        let mut l = RateLimiter::new(8.0, 0, 0);
         assert!(!l.allows(32), "nothing inserted, nothing to train");
         l.inserted(4);
         assert!(l.allows(32));
@@ -604,10 +625,55 @@ mod tests {
         l.inserted(1);
         assert!(l.allows(32));
         assert_eq!(l.actual(), 4.0);
-        let mut slack = RateLimiter::new(8.0, 64);
+        let mut slack = RateLimiter::new(8.0, 64, 0);
         assert!(slack.allows(64) && !slack.allows(65));
         slack.sampled(1_000_000);
-        assert!(RateLimiter::new(0.0, 0).allows(1 << 40), "0 turns it off");
+        assert!(RateLimiter::new(0.0, 0, 0).allows(1 << 40), "0 turns it off");
+    }
+
+    #[test]
+    fn rate_limiter_refuses_inserts_that_run_too_far_ahead_of_the_learner() {
+        let mut l = RateLimiter::new(8.0, 0, 10);
+        l.inserted(10);
+        assert!(l.takes_inserts(), "10 ahead is the slack");
+        l.inserted(1);
+        assert!(!l.takes_inserts(), "11 ahead is one too many");
+        assert!(l.allows(8), "while inserts wait, the learner may always train");
+        l.sampled(8);
+        assert!(l.takes_inserts(), "one transition's worth trained: 10 ahead again");
+        let mut free = RateLimiter::new(8.0, 0, 0);
+        free.inserted(1 << 40);
+        assert!(free.takes_inserts(), "insert_slack 0: inserts never wait");
+        let mut off = RateLimiter::new(0.0, 0, 10);
+        off.inserted(1 << 40);
+        assert!(off.takes_inserts(), "samples_per_insert 0: no limits at all");
+    }
+
+    #[test]
+    fn uploads_wait_in_the_queue_while_the_learner_is_behind_the_ratio() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (mut t, r, d) = small();
+        t.insert_slack = 50;
+        // Every step updates the stats, so one snapshot shows steps and rows together.
+        t.stats_every = 1;
+        let (h, _) = start(t, r, d, tmp.path());
+        // Burn-in: 100 rows owe 800 samples (100 steps of 8), 400 beyond the slack of
+        // 50 transitions; the next batch waits in the queue until 50 steps are done.
+        ingest(&h, batch(100, 0));
+        ingest(&h, batch(10, 1));
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let s = loop {
+            let s = h.stats();
+            if s.replay_len == 110 {
+                break s;
+            }
+            assert!(Instant::now() < deadline, "the queued batch never went in: {s:?}");
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        assert!(s.train_steps >= 50, "the batch went in after only {} steps", s.train_steps);
+        // And then the learner trains up to the ratio for all 110 rows.
+        wait_until(&h, "110 steps", |s| s.train_steps >= 110);
+        h.shutdown().unwrap();
     }
 
     #[test]

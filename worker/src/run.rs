@@ -175,6 +175,8 @@ pub struct RunStats {
     pub transitions_uploaded: u64,
     pub batches_uploaded: u64,
     pub duplicate_answers: u64,
+    /// 503 answers (the manager's rate limiter held an upload back; it was retried).
+    pub busy_answers: u64,
     pub transitions_rejected: u64,
     pub transitions_dropped_spool_full: u64,
     /// Still on disk, sent at the next start.
@@ -195,6 +197,7 @@ fn run_stats(identity: &Identity, c: &Counters, u: &UploadStats) -> RunStats {
         transitions_uploaded: u.transitions_uploaded.load(Relaxed),
         batches_uploaded: u.batches_uploaded.load(Relaxed),
         duplicate_answers: u.duplicates.load(Relaxed),
+        busy_answers: u.busy_answers.load(Relaxed),
         transitions_rejected: u.transitions_rejected.load(Relaxed),
         transitions_dropped_spool_full: u.transitions_dropped.load(Relaxed),
         spooled_batches: u.spooled_batches.load(Relaxed),

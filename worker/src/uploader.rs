@@ -46,6 +46,8 @@ pub struct UploadStats {
     /// Dropped because the spool was full.
     pub batches_dropped: AtomicU64,
     pub transitions_dropped: AtomicU64,
+    /// 503 answers: the manager's trainer was busy (flow control; the batch is retried).
+    pub busy_answers: AtomicU64,
     /// Batches waiting in the spool right now.
     pub spooled_batches: AtomicU64,
     pub spooled_transitions: AtomicU64,
@@ -129,6 +131,9 @@ pub async fn spool_batches(mut rx: tokio::sync::mpsc::Receiver<RawBatch>, spool:
 /// Spooled batches at which the actor is paused until the manager catches up.
 pub const BACKLOG_PAUSE: u64 = 4;
 
+/// How long a batch waits after the manager answered 503 (busy) before it is offered again.
+pub const BUSY_RETRY: Duration = Duration::from_millis(500);
+
 /// How [`drain`] ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DrainMode {
@@ -180,6 +185,19 @@ pub async fn drain(client: Client, spool: Arc<Mutex<Spool>>, identity: Arc<Ident
             Err(e @ ApiError::Status { status: 404, .. }) => {
                 identity.reregister.notify_one();
                 e
+            }
+            // Flow control, not a failure: the trainer's queue is full (its rate limiter
+            // holds uploads while the learner catches up). Offer the batch again soon,
+            // with no growing backoff; meanwhile the backlog pauses the actor.
+            Err(ApiError::Status { status: 503, .. }) => {
+                release(&spool, &entry).await;
+                stats.busy_answers.fetch_add(1, Relaxed);
+                tracing::debug!(batch = %entry.name, "the manager is busy; offering the batch again shortly");
+                tokio::select! {
+                    _ = tokio::time::sleep(BUSY_RETRY) => {}
+                    _ = stop.cancelled() => return Ok(()),
+                }
+                continue;
             }
             Err(e) if e.is_retryable() => e,
             Err(e) => {

@@ -62,3 +62,27 @@ fn no_transition_is_lost_or_doubled_when_the_manager_restarts() {
     assert_eq!(first + second, u(&stats, "transitions_generated"), "managers counted {first} + {second}; the worker generated {stats}");
     assert!(worker.log().contains("registered again"), "the worker re-registered with the new manager:\n{}", worker.log());
 }
+
+#[test]
+fn the_rate_limiter_paces_the_worker_to_the_learner_and_loses_nothing() {
+    // The simulator plays far faster than a debug-built learner trains on a CPU. With
+    // 8 samples per insert held from both sides and a short queue, the manager answers
+    // 503 while the learner catches up and the worker must pause, not drop anything.
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let manager = start_manager_with(dir.path(), port, 1, "samples_per_insert = 8.0\ninsert_slack = 500\ningest_queue = 2");
+    let mut worker = start_worker(dir.path(), port, &[]);
+    wait_for(Duration::from_secs(180), "1,000 train steps", || metric(port, "shine_train_steps_total").unwrap_or(0.0) >= 1000.0, &manager);
+    // Learner side: at most the target plus rate_slack (1,024 samples); insert side: the
+    // inserts lead by at most insert_slack (500) plus one batch (500) of the 4,000 or so
+    // that 1,000 steps of 32 take.
+    let ratio = metric(port, "shine_samples_per_insert").unwrap();
+    assert!((6.0..=8.5).contains(&ratio), "samples per insert {ratio}, target 8");
+    worker.signal("TERM");
+    assert!(worker.wait(Duration::from_secs(60)).success(), "worker log:\n{}", worker.log());
+    let stats = read_stats(dir.path());
+    assert!(u(&stats, "busy_answers") > 0, "the manager held uploads back: {stats}");
+    assert_eq!(u(&stats, "transitions_dropped_spool_full") + u(&stats, "transitions_rejected"), 0, "{stats}");
+    assert_eq!(u(&stats, "transitions_uploaded"), u(&stats, "transitions_generated"), "{stats}");
+    assert_eq!(metric(port, "shine_experiences_total").unwrap() as u64, u(&stats, "transitions_uploaded"), "the manager counted each transition once");
+}

@@ -36,8 +36,8 @@ pub fn free_port() -> u16 {
 }
 
 /// A small, fast manager: host replay, short burn-in, frequent publishing, quick
-/// worker cadence.
-pub fn write_manager_config(dir: &Path, port: u16) -> PathBuf {
+/// worker cadence; `rate` is the `[trainer]` section's rate-limiter lines.
+pub fn write_manager_config(dir: &Path, port: u16, rate: &str) -> PathBuf {
     let path = dir.join("manager.toml");
     let data = dir.join("data");
     std::fs::write(
@@ -57,7 +57,7 @@ heartbeat_secs = 0.5
 
 [trainer]
 burn_in = 1000
-samples_per_insert = 0.0
+{rate}
 publish_every = 20
 checkpoint_every = 0
 device = "cpu"
@@ -119,8 +119,14 @@ pub fn spawn(cmd: &mut Command, log: PathBuf) -> Proc {
     Proc { child, log }
 }
 
+/// The manager with the rate limiter off: the worker plays as fast as it can.
 pub fn start_manager(dir: &Path, port: u16, n: usize) -> Proc {
-    let config = write_manager_config(dir, port);
+    start_manager_with(dir, port, n, "samples_per_insert = 0.0")
+}
+
+/// The manager (its log `manager-<n>.log`) with `rate` as its rate-limiter settings.
+pub fn start_manager_with(dir: &Path, port: u16, n: usize, rate: &str) -> Proc {
+    let config = write_manager_config(dir, port, rate);
     let p = spawn(Command::new(manager_bin()).arg("--config").arg(config), dir.join(format!("manager-{n}.log")));
     wait_for(Duration::from_secs(60), "the manager to answer /healthz", || http_get(port, "/healthz").is_some_and(|b| b.contains("ok")), &p);
     p
