@@ -50,11 +50,15 @@ pub struct BenchArgs {
     /// Actions of the network (5: the paper's macro-actions).
     #[arg(long, default_value_t = 5)]
     pub actions: usize,
+    /// libtorch threads for CPU work (0: libtorch's default, one per core; the manager's
+    /// `[trainer] threads` defaults to 1).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
 }
 
 impl Default for BenchArgs {
     fn default() -> Self {
-        BenchArgs { device: "auto".into(), capacity: 1_000_000, update_sizes: vec![1, 10, 100, 1000, 2000, 10000], adds: 50_000, batches: vec![16, 32, 64, 128, 256], steps: 200, warmup: 20, repeats: 5, actions: 5 }
+        BenchArgs { device: "auto".into(), capacity: 1_000_000, update_sizes: vec![1, 10, 100, 1000, 2000, 10000], adds: 50_000, batches: vec![16, 32, 64, 128, 256], steps: 200, warmup: 20, repeats: 5, actions: 5, threads: 0 }
     }
 }
 
@@ -116,6 +120,9 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let device = crate::trainer::TrainerConfig { device: args.device.clone(), ..Default::default() }.device()?;
+    if args.threads > 0 {
+        tch::set_num_threads(args.threads as i32);
+    }
     let mut rng = rand::rngs::SmallRng::seed_from_u64(1);
     println!("device: {device:?}; libtorch threads: {}", tch::get_num_threads());
 
@@ -190,7 +197,7 @@ mod tests {
     /// The benchmark's code paths on a toy size (timings are not checked).
     #[test]
     fn bench_runs_end_to_end_on_a_tiny_configuration() {
-        let args = BenchArgs { device: "cpu".into(), capacity: 4000, update_sizes: vec![1, 100], adds: 300, batches: vec![16], steps: 2, warmup: 1, repeats: 2, actions: 5 };
+        let args = BenchArgs { device: "cpu".into(), capacity: 4000, update_sizes: vec![1, 100], adds: 300, batches: vec![16], steps: 2, warmup: 1, repeats: 2, actions: 5, threads: 0 };
         run(args).unwrap();
     }
 

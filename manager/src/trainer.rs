@@ -80,6 +80,11 @@ pub struct TrainerConfig {
     pub stats_every: u64,
     /// Training device: `auto` (CUDA when present), `cpu`, `cuda` or `cuda:N`.
     pub device: String,
+    /// libtorch's threads for CPU work (0: its default, one per core). 1 by default:
+    /// this network's ops are too small to split well, and a second thread waiting at
+    /// libtorch's barriers while a worker or the HTTP server holds the other core made a
+    /// train step 11 times slower on a 2-core machine (docs/benchmarks.md).
+    pub threads: usize,
 }
 
 impl Default for TrainerConfig {
@@ -94,6 +99,7 @@ impl Default for TrainerConfig {
             checkpoint_every: 10_000,
             stats_every: 100,
             device: "auto".into(),
+            threads: 1,
         }
     }
 }
@@ -321,6 +327,10 @@ pub fn spawn(
     publish: impl Fn(u64, u64, Vec<u8>) + Send + 'static,
 ) -> anyhow::Result<TrainerHandle> {
     cfg.validate(&replay_cfg)?;
+    if cfg.threads > 0 {
+        // Process-wide, and set before the first op so that libtorch's pool is sized once.
+        tch::set_num_threads(cfg.threads as i32);
+    }
     let mut learner = Learner::new(&dqn_cfg, actions.len(), device)?;
     let replay = Replay::new(&replay_cfg, device)?;
     let config = serde_json::json!({ "trainer": cfg, "replay": replay_cfg, "dqn": dqn_cfg });
@@ -576,6 +586,7 @@ mod tests {
             checkpoint_every: 0,
             stats_every: 10,
             device: "cpu".into(),
+            threads: 1,
         };
         (t, ReplayConfig { capacity: 1000, update_size: 10, ..Default::default() }, DqnConfig { batch_size: 8, ..Default::default() })
     }

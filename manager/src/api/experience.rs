@@ -29,7 +29,12 @@ async fn upload(State(s): State<AppState>, req: Request) -> Response {
         Err(e) => {
             if !matches!(e, ApiError::Internal(_)) {
                 s.metrics.rejected.with_label_values(&[e.reject_reason()]).inc();
-                tracing::info!(status = e.status().as_u16(), reason = e.reject_reason(), error = %e, "upload rejected");
+                if matches!(e, ApiError::Busy) {
+                    // Flow control (the rate limiter or a burst), not a bad upload.
+                    tracing::debug!("upload held back: the trainer's queue is full");
+                } else {
+                    tracing::info!(status = e.status().as_u16(), reason = e.reject_reason(), error = %e, "upload rejected");
+                }
             }
             e.into_response()
         }

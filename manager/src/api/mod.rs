@@ -28,7 +28,8 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap};
 use axum::Router;
-use tower_http::trace::TraceLayer;
+use tower_http::trace::{DefaultOnFailure, TraceLayer};
+use tracing::Level;
 
 /// Body limit of the JSON routes (axum's default; episodes batches are far smaller).
 pub const JSON_LIMIT: usize = 2 << 20;
@@ -46,7 +47,10 @@ pub fn app(state: AppState) -> Router {
         .merge(health::router())
         .merge(web::router())
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
-        .layer(TraceLayer::new_for_http())
+        // A 5xx is logged once where it happens (an internal error's cause in
+        // `ApiError::into_response`); a 503 is routine flow control. The trace layer's
+        // own failure line would only repeat them at ERROR: keep it for debugging.
+        .layer(TraceLayer::new_for_http().on_failure(DefaultOnFailure::new().level(Level::DEBUG)))
         .with_state(state)
 }
 
