@@ -598,12 +598,17 @@ mod tests {
         (h, published)
     }
 
-    /// Poll until `f` holds (the trainer runs on its own thread); panics after a minute.
-    fn wait_until(h: &TrainerHandle, what: &str, f: impl Fn(&TrainerStats) -> bool) {
+    /// Poll until `f` holds (the trainer runs on its own thread) and return the
+    /// snapshot it held for; panics after a minute.
+    fn wait_until(h: &TrainerHandle, what: &str, f: impl Fn(&TrainerStats) -> bool) -> TrainerStats {
         let deadline = Instant::now() + Duration::from_secs(60);
-        while !f(&h.stats()) {
-            assert!(Instant::now() < deadline, "timed out waiting for {what}: {:?}", h.stats());
-            std::thread::sleep(Duration::from_millis(5));
+        loop {
+            let s = h.stats();
+            if f(&s) {
+                return s;
+            }
+            assert!(Instant::now() < deadline, "timed out waiting for {what}: {s:?}");
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
 
@@ -672,15 +677,7 @@ mod tests {
         // 50 transitions; the next batch waits in the queue until 50 steps are done.
         ingest(&h, batch(100, 0));
         ingest(&h, batch(10, 1));
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let s = loop {
-            let s = h.stats();
-            if s.replay_len == 110 {
-                break s;
-            }
-            assert!(Instant::now() < deadline, "the queued batch never went in: {s:?}");
-            std::thread::sleep(Duration::from_millis(1));
-        };
+        let s = wait_until(&h, "the queued batch to go in", |s| s.replay_len == 110);
         assert!(s.train_steps >= 50, "the batch went in after only {} steps", s.train_steps);
         // And then the learner trains up to the ratio for all 110 rows.
         wait_until(&h, "110 steps", |s| s.train_steps >= 110);
