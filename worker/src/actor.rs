@@ -233,8 +233,9 @@ impl Batcher {
         let batch = RawBatch { data, model_version: self.version, n_step: self.n_step };
         let count = batch.count() as u64;
         self.started = None;
-        // Blocking on a full channel is right: it only fills when the disk spool
-        // cannot keep up, and then playing on would only make gameplay we must drop.
+        // Blocking on a full channel is right: it fills when the manager is behind (the
+        // spooler then waits) or the disk cannot keep up, and playing on would only
+        // make gameplay the spool must hold or drop.
         self.out.blocking_send(batch).map_err(|_| anyhow::anyhow!("the uploader stopped; cannot hand over transitions"))?;
         self.counters.transitions.fetch_add(count, Relaxed);
         Ok(())

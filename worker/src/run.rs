@@ -39,6 +39,12 @@ use tokio_util::sync::CancellationToken;
 /// Longest a shutdown waits for the manager to take the spooled batches.
 pub const FLUSH_SECS: u64 = 15;
 
+/// Batches the actor may hand over before the spooler takes them. Small, because the
+/// spooler stops taking batches while the manager is behind (see
+/// [`uploader::BACKLOG_PAUSE`]) and this is how soon the actor then pauses: with 64,
+/// a busy manager let it play on for 64 more batches, held in memory.
+pub const HANDOVER_BATCHES: usize = 2;
+
 /// `shine-worker run`. Every flag can also be a key of the `--config` TOML file
 /// (same name, `_` for `-`); flags and environment variables win over the file.
 #[derive(Debug, Clone, Default, Args)]
@@ -355,7 +361,7 @@ where
     let (model, etag) = first;
     tracing::info!(model_version = model.version, "playing");
 
-    let (batch_tx, batch_rx) = tokio::sync::mpsc::channel(64);
+    let (batch_tx, batch_rx) = tokio::sync::mpsc::channel(HANDOVER_BATCHES);
     let (episode_tx, episode_rx) = tokio::sync::mpsc::channel(10_000);
     let (model_tx, model_rx) = tokio::sync::mpsc::channel(2);
     let wake = Arc::new(Notify::new());

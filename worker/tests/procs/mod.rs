@@ -35,9 +35,9 @@ pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-/// A small, fast manager: host replay, short burn-in, frequent publishing, quick
-/// worker cadence; `rate` is the `[trainer]` section's rate-limiter lines.
-pub fn write_manager_config(dir: &Path, port: u16, rate: &str) -> PathBuf {
+/// A small, fast manager: host replay, frequent publishing, quick worker cadence;
+/// `trainer` is the `[trainer]` section's burn-in and rate-limiter lines.
+pub fn write_manager_config(dir: &Path, port: u16, trainer: &str) -> PathBuf {
     let path = dir.join("manager.toml");
     let data = dir.join("data");
     std::fs::write(
@@ -56,8 +56,7 @@ model_poll_secs = 0.5
 heartbeat_secs = 0.5
 
 [trainer]
-burn_in = 1000
-{rate}
+{trainer}
 publish_every = 20
 checkpoint_every = 0
 device = "cpu"
@@ -121,12 +120,12 @@ pub fn spawn(cmd: &mut Command, log: PathBuf) -> Proc {
 
 /// The manager with the rate limiter off: the worker plays as fast as it can.
 pub fn start_manager(dir: &Path, port: u16, n: usize) -> Proc {
-    start_manager_with(dir, port, n, "samples_per_insert = 0.0")
+    start_manager_with(dir, port, n, "burn_in = 1000\nsamples_per_insert = 0.0")
 }
 
-/// The manager (its log `manager-<n>.log`) with `rate` as its rate-limiter settings.
-pub fn start_manager_with(dir: &Path, port: u16, n: usize, rate: &str) -> Proc {
-    let config = write_manager_config(dir, port, rate);
+/// The manager (its log `manager-<n>.log`) with `trainer` as its burn-in and rate-limiter settings.
+pub fn start_manager_with(dir: &Path, port: u16, n: usize, trainer: &str) -> Proc {
+    let config = write_manager_config(dir, port, trainer);
     let p = spawn(Command::new(manager_bin()).arg("--config").arg(config), dir.join(format!("manager-{n}.log")));
     wait_for(Duration::from_secs(60), "the manager to answer /healthz", || http_get(port, "/healthz").is_some_and(|b| b.contains("ok")), &p);
     p
