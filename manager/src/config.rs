@@ -232,7 +232,7 @@ impl Config {
                 bail!("[workers] epsilon = {e} must be in [0, 1]");
             }
         }
-        if !(w.epsilon_base > 0.0 && w.epsilon_base <= 1.0) || !(w.epsilon_alpha.is_finite() && w.epsilon_alpha >= 0.0) {
+        if !(w.epsilon_base > 0.0 && w.epsilon_base <= 1.0 && w.epsilon_alpha.is_finite() && w.epsilon_alpha >= 0.0) {
             bail!("[workers] epsilon_base must be in (0, 1] and epsilon_alpha >= 0");
         }
         if self.registry.keep_last == 0 {

@@ -115,7 +115,8 @@ async fn live_frames_reach_every_browser_and_watching_is_signalled_to_the_worker
     assert_eq!(st, 401);
     let (st, _) = m.post_json("/api/v1/workers/9999/live", &frames(0, 1)).await;
     assert_eq!(st, 404, "frames for an unknown worker");
-    assert_eq!(connect(&m, "/api/v1/live/9999").await.err().map(|e| e.to_string()).unwrap_or_default().contains("404"), true);
+    let refused = connect(&m, "/api/v1/live/9999").await.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(refused.contains("404"), "watching an unknown worker: {refused}");
 
     // When the browsers leave, the worker's next post is told to stop.
     a.close(None).await.unwrap();

@@ -37,7 +37,7 @@ fn snapshots(setup: MatchSetup, n: usize) -> (u32, Vec<Vec<u8>>) {
         // 37 frames apart: different states, several of them mid-hit.
         for _ in 0..37 {
             f += 1;
-            if sim.step(&pads[f % pads.len()]).is_err() || f % 3600 == 0 {
+            if sim.step(&pads[f % pads.len()]).is_err() || f.is_multiple_of(3600) {
                 sim.reset(setup, f as u64).expect("simulator reset");
             }
         }

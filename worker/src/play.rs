@@ -95,7 +95,7 @@ impl EpisodeResult {
 #[derive(Clone)]
 pub enum PolicySpec {
     Builtin(PolicyKind),
-    Model(QNet),
+    Model(Box<QNet>),
 }
 
 impl PolicySpec {
@@ -118,7 +118,7 @@ impl PolicySpec {
             PolicySpec::Builtin(PolicyKind::Idle) => Box::new(Idle),
             PolicySpec::Builtin(PolicyKind::Random) => Box::new(RandomPolicy(set)),
             PolicySpec::Builtin(PolicyKind::Dodge) => Box::new(Dodge),
-            PolicySpec::Model(net) => Box::new(Greedy::new(net.clone())),
+            PolicySpec::Model(net) => Box::new(Greedy::new(QNet::clone(net))),
         }
     }
 }
@@ -133,7 +133,7 @@ pub fn play_episode(policy: &mut dyn Policy, set: ActionSet, cpu_level: u8, seed
 /// Play one episode on any backend's environment (reset, then macro-actions until it ends).
 pub fn run_episode<E: Emulator>(env: &mut Env<E>, policy: &mut dyn Policy, cpu_level: u8, seed: u64) -> anyhow::Result<EpisodeResult> {
     let mut obs = env.reset(cpu_level, seed)?;
-    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed_0f_b07);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x0005_eed0_fb07);
     loop {
         let a = policy.act(&obs, &mut rng);
         let step = env.step(a)?;
@@ -190,7 +190,7 @@ pub fn play(args: PlayArgs) -> anyhow::Result<()> {
         Some(path) => {
             let net = load_model(path)?;
             let label = format!("model v{} ({})", net.meta().model_version, path.display());
-            (PolicySpec::Model(net), label)
+            (PolicySpec::Model(Box::new(net)), label)
         }
         None => (PolicySpec::Builtin(args.policy), format!("policy {:?}", args.policy).to_lowercase()),
     };
@@ -223,7 +223,7 @@ pub fn eval(args: EvalArgs) -> anyhow::Result<()> {
     let net = load_model(&args.model)?;
     let version = net.meta().model_version;
     eprintln!("evaluating model v{version} greedily over {} episodes at CPU level {}", args.episodes, args.cpu_level);
-    let results = play_many(&PolicySpec::Model(net), args.cpu_level, args.episodes, args.seed)?;
+    let results = play_many(&PolicySpec::Model(Box::new(net)), args.cpu_level, args.episodes, args.seed)?;
     println!("model v{version}, CPU level {}: {}", args.cpu_level, summarize(&results));
     Ok(())
 }

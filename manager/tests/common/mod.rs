@@ -142,7 +142,7 @@ pub fn batch(n: usize, seed: u32) -> Vec<u8> {
     upload_id[..4].copy_from_slice(&seed.to_le_bytes());
     upload_id[15] = 0xAB;
     let meta = BatchMeta { worker_id: 1, model_version: 1, n_step: 1, upload_id };
-    experience::encode(&meta, &rows(n, seed), seed % 2 == 0)
+    experience::encode(&meta, &rows(n, seed), seed.is_multiple_of(2))
 }
 
 /// Value of a metric line (`name{labels} value`) in Prometheus text.
