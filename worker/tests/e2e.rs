@@ -74,9 +74,11 @@ fn the_rate_limiter_paces_the_worker_to_the_learner_and_loses_nothing() {
     const RATIO: f64 = 128.0;
     const BATCH: f64 = 32.0;
     const UPLOAD: f64 = 500.0; // the most transitions in one upload (the config's cadence)
+    const INSERT_SLACK: f64 = 100.0;
+    const RATE_SLACK: f64 = 1024.0;
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let manager = start_manager_with(dir.path(), port, 1, &format!("burn_in = 200\nsamples_per_insert = {RATIO}\nrate_slack = 1024\ninsert_slack = 100\ningest_queue = 1"));
+    let manager = start_manager_with(dir.path(), port, 1, &format!("burn_in = 200\nsamples_per_insert = {RATIO}\nrate_slack = {RATE_SLACK}\ninsert_slack = {INSERT_SLACK}\ningest_queue = 1"));
     let mut worker = start_worker(dir.path(), port, &[]);
     wait_for(Duration::from_secs(240), "3,000 train steps", || metric(port, "shine_train_steps_total").unwrap_or(0.0) >= 3000.0, &manager);
     // Both sides of the ratio, each read so that the other counter can only have grown
@@ -85,11 +87,11 @@ fn the_rate_limiter_paces_the_worker_to_the_learner_and_loses_nothing() {
     // the one waiting in the queue:
     let inserted = metric(port, "shine_experiences_total").unwrap();
     let sampled = metric(port, "shine_train_steps_total").unwrap() * BATCH;
-    assert!(inserted <= sampled / RATIO + 100.0 + 2.0 * UPLOAD, "{inserted} inserted is too far ahead of {sampled} sampled");
+    assert!(inserted <= sampled / RATIO + INSERT_SLACK + 2.0 * UPLOAD, "{inserted} inserted is too far ahead of {sampled} sampled");
     // ... and the learner leads by at most rate_slack plus one batch.
     let sampled = metric(port, "shine_train_steps_total").unwrap() * BATCH;
     let inserted = metric(port, "shine_experiences_total").unwrap();
-    assert!(sampled <= RATIO * inserted + 1024.0 + BATCH, "{sampled} sampled is too far ahead of {inserted} inserted");
+    assert!(sampled <= RATIO * inserted + RATE_SLACK + BATCH, "{sampled} sampled is too far ahead of {inserted} inserted");
 
     worker.signal("TERM");
     assert!(worker.wait(Duration::from_secs(60)).success(), "worker log:\n{}", worker.log());
