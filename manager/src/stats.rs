@@ -212,6 +212,19 @@ mod tests {
         assert_eq!(s.since(Some(3.0)).len(), 1);
     }
 
+    /// A client passes a sample's `t` back as `?since=`; if JSON parsing rounded it
+    /// (serde_json does, by 1 ulp for ~10 % of such times, unless `float_roundtrip`
+    /// is on), the sample itself would come back as "newer" (a CI failure once).
+    #[test]
+    fn sample_times_survive_a_json_round_trip_exactly() {
+        for i in 0..10_000u32 {
+            let t = 1_763_900_000.0 + f64::from(i) * 0.100_012_3;
+            let json = serde_json::to_string(&Sample { t, ..Default::default() }).unwrap();
+            let back: Sample = serde_json::from_str(&json).unwrap();
+            assert_eq!(back.t.to_bits(), t.to_bits(), "{json}");
+        }
+    }
+
     #[test]
     fn episode_windows_separate_eval_from_training() {
         let mut log = EpisodeLog::new(2);
