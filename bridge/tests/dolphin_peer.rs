@@ -164,9 +164,10 @@ fn start_up_failures_are_clear_errors() {
     assert!(matches!(err, DolphinError::RamNotFound { .. }), "{err}");
     assert!(err.to_string().contains("dolphin-emu."), "{err}");
 
-    // RAM but no frames.
+    // RAM but no frames. (Long enough for a loaded machine to start the peer and map
+    // its RAM, so that the frames are what times out.)
     let mut c = case("noframes", "no_frames = true\n", setup);
-    c.cfg.boot_timeout = Duration::from_millis(800);
+    c.cfg.boot_timeout = Duration::from_secs(3);
     let err = Dolphin::launch(c.cfg.clone()).err().unwrap();
     assert!(matches!(err, DolphinError::NoFrames { .. }), "{err}");
 

@@ -72,7 +72,7 @@ async fn live_frames_reach_every_browser_and_watching_is_signalled_to_the_worker
     assert_eq!(next_json(&mut a, 5).await["type"], "hello");
     let (reply, waited) = poll.await.unwrap();
     assert_eq!(reply["watch"], true);
-    assert!(waited < Duration::from_secs(5), "woke at once, not after the 20 s wait: {waited:?}");
+    assert!(waited < Duration::from_secs(15), "woke at once, not after the 20 s wait: {waited:?}");
     assert_eq!(hb(&m).await["watch"], true, "the heartbeat reply says so too");
 
     // Frames posted by the worker reach every browser, unchanged.
@@ -99,7 +99,8 @@ async fn live_frames_reach_every_browser_and_watching_is_signalled_to_the_worker
         let (st, _) = m.post_json(&format!("/api/v1/workers/{id}/live"), &frames(1000 + i * 6, 6)).await;
         assert_eq!(st, 200);
     }
-    assert!(t0.elapsed() < Duration::from_secs(20), "posts were held up: {:?}", t0.elapsed());
+    // (Generous for a loaded debug build: held-up posts would wait on a browser that never reads.)
+    assert!(t0.elapsed() < Duration::from_secs(60), "posts were held up: {:?}", t0.elapsed());
     let mut last = 0;
     while last != 1000 + 299 * 6 + 5 {
         let msg = next_json(&mut a, 5).await;

@@ -10,23 +10,22 @@ use std::time::Duration;
 async fn a_restart_after_a_checkpoint_continues_the_step_counter_and_serves_the_same_model() {
     let dir = tempfile::tempdir().unwrap();
 
-    // Run 1: train past burn-in until several models are published.
-    let m = Manager::start(config(dir.path())).await;
+    // Run 1: train past burn-in until several models are published, and on until the
+    // rate limiter stops it: the learner may sample at most samples_per_insert per
+    // inserted transition plus rate_slack, one batch at a time. Waiting for that exact
+    // count (not for the counter to look still, which a slow fsync can fake) makes
+    // the checkpoint written at stop hold a known step count.
+    let cfg = config(dir.path());
+    let inserted = 8 * 100;
+    let steps = (cfg.trainer.samples_per_insert as u64 * inserted + cfg.trainer.rate_slack) / cfg.dqn.batch_size as u64;
+    let m = Manager::start(cfg).await;
     for seed in 0..8 {
         assert_eq!(m.upload(batch(100, seed)).await.0, 202);
     }
     m.wait_for("training and a few published models", 120, |c| c["model_version"].as_u64().unwrap() >= 3).await;
-    // The rate limiter stops training once it is samples_per_insert ahead: wait for that.
-    let mut last = m.current().await["train_steps"].as_u64().unwrap();
-    loop {
-        tokio::time::sleep(Duration::from_millis(600)).await;
-        let now = m.current().await["train_steps"].as_u64().unwrap();
-        if now == last {
-            break;
-        }
-        last = now;
-    }
-    let steps = last;
+    m.wait_for("the rate limiter's budget trained", 120, |c| c["train_steps"] == steps).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(m.current().await["train_steps"], steps, "the limiter holds training there");
     assert!(steps > 0);
     let r = m.http.get(m.at("/api/v1/models/latest")).send().await.unwrap();
     assert_eq!(r.status(), 200);

@@ -96,23 +96,29 @@ try {
     // The worker learns of the watcher from its long poll, then streams env 0.
     await page.waitForFunction(() => window.shineLive.drawn > 20, null, { timeout: 30_000, polling: 200 });
     await page.locator("#live").scrollIntoViewIfNeeded();
+    // Rates use the time measured inside the page between the two snapshots, not the
+    // nominal wait: on a loaded machine the wait plus two round trips runs long.
     const snap = () => page.evaluate(() => ({
+      at: performance.now(),
       drawn: window.shineLive.drawn,
       game: window.shineLive.gameFrames,
       frame: window.shineLive.frame.frame,
       pixels: document.getElementById("stage").toDataURL(),
     }));
     const a = await snap();
-    await page.waitForTimeout(2000);
+    await page.waitForTimeout(4000);
     const b = await snap();
-    const rate = (b.drawn - a.drawn) / 2;
-    assert.ok(rate >= 30, `${rate} distinct game frames drawn per second; want at least 30`);
+    const secs = (b.at - a.at) / 1000;
+    const rate = (b.drawn - a.drawn) / secs;
+    assert.ok(rate >= 30, `${rate.toFixed(1)} distinct game frames drawn per second over ${secs.toFixed(2)} s; want at least 30`);
     assert.notEqual(b.frame, a.frame, "the frame number moved");
     // Real time, not the simulator's hundreds of frames per second or samples of them:
     // the game time shown advances at about 60 frames per wall-clock second, in steps
     // of a frame or a few (a busy headless browser may draw fewer than 60 a second).
-    const pace = (b.game - a.game) / 2;
-    assert.ok(pace >= 45 && pace <= 75, `game time advanced ${pace} frames per second; want about 60`);
+    // The band allows for the player catching up after a late post, or briefly
+    // running dry, within the window.
+    const pace = (b.game - a.game) / secs;
+    assert.ok(pace >= 40 && pace <= 85, `game time advanced ${pace.toFixed(1)} frames per second over ${secs.toFixed(2)} s; want about 60`);
     assert.notEqual(a.pixels, b.pixels, "the canvas changed");
     // The panel: the frame number, the chosen action, one Q bar per action.
     const panel = await page.evaluate(() => ({
@@ -138,7 +144,10 @@ try {
     await page.waitForSelector("#models-table tbody tr[data-version] a.download", { timeout: 60_000 });
     await page.locator("#bots").scrollIntoViewIfNeeded();
     await page.locator("#bots").screenshot({ path: join(ART, "bots.png") });
-    const link = page.locator("#models-table tbody tr[data-version] a.download").first();
+    // One version's row, by its number: the table re-renders when a newer model is
+    // published, and "the first row" may then be another model between two reads.
+    const version = await page.$eval("#models-table tbody tr[data-version]", (tr) => tr.dataset.version);
+    const link = page.locator(`#models-table tbody tr[data-version="${version}"] a.download`);
     const shown = await link.textContent();
     const [download] = await Promise.all([page.waitForEvent("download"), link.click()]);
     assert.equal(download.suggestedFilename(), shown, "the file is named as the page says");

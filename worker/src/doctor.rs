@@ -18,6 +18,9 @@ use shine_bridge::{Button, Emulator, Pad};
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// How long `--peek` waits for its address to become non-zero before printing.
+const PEEK_WAIT: Duration = Duration::from_secs(5);
+
 #[derive(Debug, Clone, Args)]
 pub struct DoctorArgs {
     /// The dolphin-emu-nogui to check (default: found on PATH or in /usr/games).
@@ -29,7 +32,8 @@ pub struct DoctorArgs {
     /// Boot this program (a .dol or .elf) instead of the built-in probe.
     #[arg(long)]
     pub exec: Option<PathBuf>,
-    /// With --exec: print the big-endian u32 at this guest address (hex, e.g. 0x80400000) a few times.
+    /// With --exec: print the big-endian u32 at this guest address (hex, e.g. 0x80400000) five times,
+    /// after waiting up to 5 s for it to become non-zero.
     #[arg(long, value_parser = parse_addr, requires = "exec")]
     pub peek: Option<u32>,
     /// Seconds to wait for Dolphin to boot.
@@ -139,8 +143,12 @@ fn check_boot(r: &mut Report, exe: &std::path::Path, args: &DoctorArgs) -> anyho
     r.ok("boot", format!("Dolphin (pid {}) booted {} headless; guest RAM mapped from /dev/shm/dolphin-emu.{}", d.pid(), program.display(), d.pid()));
     if let Some(a) = args.peek {
         // RAM is mapped as soon as Dolphin allocates it, before the guest's first
-        // instruction: give the program a moment to run.
-        std::thread::sleep(Duration::from_millis(500));
+        // instruction (zeroed): give the program a few seconds to write there first,
+        // which on a loaded machine can take more than a moment.
+        let started = std::time::Instant::now();
+        while d.ram().u32(a).is_ok_and(|v| v == 0) && started.elapsed() < PEEK_WAIT {
+            std::thread::sleep(Duration::from_millis(50));
+        }
         for i in 0..5 {
             match d.ram().u32(a) {
                 Ok(v) => println!("      peek {a:#010x} = {v:#010x}"),

@@ -38,10 +38,15 @@ fn no_transition_is_lost_or_doubled_when_the_manager_restarts() {
     wait_for(Duration::from_secs(120), "the first experiences", || metric(port, "shine_experiences_total").unwrap_or(0.0) >= 1000.0, &manager);
 
     // Freeze the worker so that the count read next is the first manager's final one
-    // (an upload in flight finishes meanwhile), then stop the manager under it.
+    // (an upload in flight finishes meanwhile: wait until the count holds still over
+    // half a second, as a loaded manager may take a while), then stop the manager.
     worker.signal("STOP");
-    std::thread::sleep(Duration::from_secs(1));
-    let first = metric(port, "shine_experiences_total").unwrap() as u64;
+    let mut first = metric(port, "shine_experiences_total").unwrap() as u64;
+    wait_for(Duration::from_secs(30), "the first manager's count to settle", || {
+        std::thread::sleep(Duration::from_millis(500));
+        let now = metric(port, "shine_experiences_total").unwrap() as u64;
+        std::mem::replace(&mut first, now) == now
+    }, &manager);
     manager.signal("KILL");
     manager.wait(Duration::from_secs(10));
     worker.signal("CONT");
