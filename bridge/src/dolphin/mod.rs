@@ -174,7 +174,9 @@ pub const MELEE_GAME_ID: &str = "GALE01";
 pub struct TickStats {
     /// Frames we waited for (one per pad sent).
     pub ticks: u64,
-    /// Frames that ran without a fresh pad from us.
+    /// Frames of play that ran without a fresh pad from us. Frames skipped in the
+    /// menus are not counted: the game runs them free while it boots, and no bot
+    /// decision is lost there.
     pub skipped: u64,
     /// Times Dolphin was (re)started.
     pub launches: u64,
@@ -232,7 +234,18 @@ impl Dolphin {
         let run = start(&exe, &dir, &cfg)?;
         let setup = cfg.setup;
         let owned_dir = cfg.user_dir.is_none();
-        let mut d = Dolphin { cfg, exe, dir, run, setup, last_frame: 0, stats: TickStats { launches: 1, ..TickStats::default() }, played: false, watch_buf: vec![0; 4096], owned_dir };
+        let mut d = Dolphin {
+            cfg,
+            exe,
+            dir,
+            run,
+            setup,
+            last_frame: 0,
+            stats: TickStats { launches: 1, ..TickStats::default() },
+            played: false,
+            watch_buf: vec![0; 4096],
+            owned_dir,
+        };
         if d.cfg.require_ticks {
             d.wait_for_frames()?;
         }
@@ -272,14 +285,21 @@ impl Dolphin {
     pub fn check_alive(&mut self) -> Result<(), DolphinError> {
         match self.run.proc.exited() {
             None => Ok(()),
-            Some(status) => Err(DolphinError::Died { status: status.to_string(), log_path: self.run.proc.log_path().to_path_buf(), log: self.run.proc.log_tail(20) }),
+            Some(status) => {
+                Err(DolphinError::Died { status: status.to_string(), log_path: self.run.proc.log_path().to_path_buf(), log: self.run.proc.log_tail(20) })
+            }
         }
     }
 
     fn read_counter(&self) -> Result<u32, DolphinError> {
         let off = (addr::FRAME_COUNTER - addr::MEM1_BASE) as usize;
         let len = self.run.ram.bytes().len();
-        self.run.ram.load_u32_be(off).ok_or(DolphinError::Ram(RamError::OutOfRange { addr: addr::FRAME_COUNTER, len: 4, start: addr::MEM1_BASE, end: addr::MEM1_BASE as u64 + len as u64 }))
+        self.run.ram.load_u32_be(off).ok_or(DolphinError::Ram(RamError::OutOfRange {
+            addr: addr::FRAME_COUNTER,
+            len: 4,
+            start: addr::MEM1_BASE,
+            end: addr::MEM1_BASE as u64 + len as u64,
+        }))
     }
 
     /// After launch: wait until the frame counter moves, proving the game runs.
@@ -303,8 +323,9 @@ impl Dolphin {
         }
     }
 
-    /// Wait for the next frame tick; returns the new frame counter.
-    fn tick(&mut self) -> Result<u32, DolphinError> {
+    /// Wait for the next frame tick; returns how many frames ran on the old pad before
+    /// it (0 in lock-step).
+    fn tick(&mut self) -> Result<u64, DolphinError> {
         let start = Instant::now();
         let mut spins = 0u32;
         let now = loop {
@@ -333,23 +354,20 @@ impl Dolphin {
             }
         };
         let delta = now.wrapping_sub(self.last_frame);
-        // A forward jump of more than one frame means frames ran on the old pad. A
-        // "backward" jump is the counter being reset (a new game), not skipping.
-        if delta > 1 && delta < 1 << 30 {
-            self.stats.skipped += u64::from(delta - 1);
-        }
         self.stats.ticks += 1;
         self.last_frame = now;
-        Ok(now)
+        // A forward jump of more than one frame means frames ran on the old pad. A
+        // "backward" jump is the counter being reset (a new game), not skipping.
+        Ok(if delta > 1 && delta < 1 << 30 { u64::from(delta - 1) } else { 0 })
     }
 
     /// Hold `pad` for the next frame: one write, then wait for the frame to end.
-    pub fn step_pad(&mut self, pad: &Pad) -> Result<(), DolphinError> {
+    /// Returns the frames that ran on the previous pad meanwhile.
+    pub fn step_pad(&mut self, pad: &Pad) -> Result<u64, DolphinError> {
         self.check_alive()?;
         let timeout = self.cfg.frame_timeout;
         self.run.pipe.send(pad, true, timeout)?;
-        self.tick()?;
-        Ok(())
+        self.tick()
     }
 
     /// Run the menus until a fresh match is on (Melee only).
@@ -412,7 +430,12 @@ fn start(exe: &Path, dir: &userdir::UserDir, cfg: &DolphinConfig) -> Result<Runn
             }
         }
         if started.elapsed() > cfg.boot_timeout {
-            return Err(DolphinError::RamNotFound { pid: proc.pid(), waited: cfg.boot_timeout, log_path: proc.log_path().to_path_buf(), log: proc.log_tail(20) });
+            return Err(DolphinError::RamNotFound {
+                pid: proc.pid(),
+                waited: cfg.boot_timeout,
+                log_path: proc.log_path().to_path_buf(),
+                log: proc.log_tail(20),
+            });
         }
         std::thread::sleep(Duration::from_millis(5));
     };
@@ -476,13 +499,14 @@ impl Emulator for Dolphin {
                 let goal = MenuGoal { agent_port: setup.agent_port, opponent_port: setup.opponent_port, cpu_level: setup.cpu_level, ..goal };
                 self.navigate(goal)
             }
-            Game::Homebrew => self.step_pad(&Pad::NEUTRAL),
+            Game::Homebrew => self.step_pad(&Pad::NEUTRAL).map(drop),
         }
     }
 
     fn step(&mut self, pad: &Pad) -> Result<(), DolphinError> {
         self.played = true;
-        self.step_pad(pad)
+        self.stats.skipped += self.step_pad(pad)?;
+        Ok(())
     }
 
     fn ram(&self) -> RamView<'_> {
