@@ -39,8 +39,5 @@ fn main() {
     }
     let secs = t.elapsed().as_secs_f64();
     black_box(checksum);
-    println!(
-        "simulator + RAM write + state read: {frames} frames in {secs:.2} s = {:.0} frames/s on one core ({resets} match resets)",
-        frames as f64 / secs
-    );
+    println!("simulator + RAM write + state read: {frames} frames in {secs:.2} s = {:.0} frames/s on one core ({resets} match resets)", frames as f64 / secs);
 }

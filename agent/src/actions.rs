@@ -67,10 +67,8 @@ fn fight_macros() -> Vec<Macro> {
     let n = Pad::NEUTRAL;
     let held = |name, pad: Pad| Macro { name, script: repeat(pad, HOLD).collect() };
     // A button press on the first frame with the stick held throughout.
-    let press = |name, b: Button, main: Stick| Macro {
-        name,
-        script: std::iter::once(Pad { main, ..n.with(b) }).chain(repeat(Pad { main, ..n }, HOLD - 1)).collect(),
-    };
+    let press =
+        |name, b: Button, main: Stick| Macro { name, script: std::iter::once(Pad { main, ..n.with(b) }).chain(repeat(Pad { main, ..n }, HOLD - 1)).collect() };
     let c = |name, x: f32, y: f32| Macro { name, script: std::iter::once(Pad { c: Stick::new(x, y), ..n }).chain(repeat(n, HOLD - 1)).collect() };
     let (l, r, up, mid) = (Stick::new(0.0, 0.5), Stick::new(1.0, 0.5), Stick::new(0.5, 1.0), Stick::NEUTRAL);
     vec![

@@ -441,7 +441,10 @@ impl Learner {
         let fetch = |key: &str, like: &Tensor| -> Result<Tensor, DqnError> {
             let t = tensors.get(key).ok_or_else(|| DqnError::State { name: key.into(), problem: "missing".into() })?;
             if t.size() != like.size() {
-                return Err(DqnError::State { name: key.into(), problem: format!("shape {:?}, this learner has {:?} (a different action set?)", t.size(), like.size()) });
+                return Err(DqnError::State {
+                    name: key.into(),
+                    problem: format!("shape {:?}, this learner has {:?} (a different action set?)", t.size(), like.size()),
+                });
             }
             Ok(t.to_device(device).to_kind(Kind::Float))
         };
@@ -492,7 +495,11 @@ mod tests {
         let x = Tensor::rand([8, STATE_DIM as i64], (Kind::Float, Device::Cpu));
         let q = net.forward(&x);
         assert_eq!(q.size(), vec![8, 5]);
-        let names: Vec<String> = { let mut v: Vec<_> = net.vs.variables().into_keys().collect(); v.sort(); v };
+        let names: Vec<String> = {
+            let mut v: Vec<_> = net.vs.variables().into_keys().collect();
+            v.sort();
+            v
+        };
         let mut want: Vec<String> = TENSORS.iter().map(|s| s.to_string()).collect();
         want.sort();
         assert_eq!(names, want, "var-store names are the state_dict names");
@@ -551,7 +558,11 @@ mod tests {
     }
 
     fn huber(x: f64, delta: f64) -> f64 {
-        if x.abs() <= delta { 0.5 * x * x } else { delta * (x.abs() - 0.5 * delta) }
+        if x.abs() <= delta {
+            0.5 * x * x
+        } else {
+            delta * (x.abs() - 0.5 * delta)
+        }
     }
 
     #[test]

@@ -203,12 +203,7 @@ pub fn decode(bytes: &[u8], expect: Expect) -> Result<Batch, WireError> {
     if count == 0 || count > MAX_COUNT {
         return Err(WireError::BadCount(count));
     }
-    let meta = BatchMeta {
-        worker_id: u32::from_le_bytes(le(h, 16)),
-        model_version: u64::from_le_bytes(le(h, 24)),
-        n_step,
-        upload_id: le(h, 32),
-    };
+    let meta = BatchMeta { worker_id: u32::from_le_bytes(le(h, 16)), model_version: u64::from_le_bytes(le(h, 24)), n_step, upload_id: le(h, 32) };
     let declared = u32::from_le_bytes(le(h, 48));
     if declared as usize != payload.len() {
         return Err(WireError::PayloadLength { declared, actual: payload.len() });

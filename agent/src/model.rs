@@ -81,9 +81,7 @@ impl ModelMeta {
 
     fn from_map(m: &HashMap<String, String>) -> Result<Self, ModelError> {
         let get = |k: &str| m.get(k).ok_or_else(|| ModelError::Metadata(format!("missing key {k:?}")));
-        let num = |k: &str| -> Result<u64, ModelError> {
-            get(k)?.parse().map_err(|_| ModelError::Metadata(format!("{k:?} is not a number")))
-        };
+        let num = |k: &str| -> Result<u64, ModelError> { get(k)?.parse().map_err(|_| ModelError::Metadata(format!("{k:?} is not a number"))) };
         if get("format")? != FORMAT {
             return Err(ModelError::Metadata(format!("format is {:?}, expected {FORMAT:?}", m["format"])));
         }
@@ -93,7 +91,11 @@ impl ModelMeta {
         if num("state_dim")? != STATE_DIM as u64 {
             return Err(ModelError::Metadata(format!("state_dim {} does not match {STATE_DIM}", m["state_dim"])));
         }
-        let layers: Vec<usize> = get("layers")?.split(',').map(|s| s.trim().parse()).collect::<Result<_, _>>().map_err(|_| ModelError::Metadata("layers is not a list of numbers".into()))?;
+        let layers: Vec<usize> = get("layers")?
+            .split(',')
+            .map(|s| s.trim().parse())
+            .collect::<Result<_, _>>()
+            .map_err(|_| ModelError::Metadata("layers is not a list of numbers".into()))?;
         let [_, shared, stream] = layers[..] else {
             return Err(ModelError::Metadata(format!("layers {layers:?} must be [state, shared, stream]")));
         };
@@ -272,14 +274,7 @@ impl QNet {
         let mut t = t.into_iter();
         let mut dense = |n_in, n_out| Dense { w: t.next().unwrap(), b: t.next().unwrap(), n_in, n_out };
         let (h, s, a) = (meta.shared, meta.stream, meta.action_count);
-        Ok(QNet {
-            shared: dense(STATE_DIM, h),
-            value_hidden: dense(h, s),
-            value: dense(s, 1),
-            advantage_hidden: dense(h, s),
-            advantage: dense(s, a),
-            meta,
-        })
+        Ok(QNet { shared: dense(STATE_DIM, h), value_hidden: dense(h, s), value: dense(s, 1), advantage_hidden: dense(h, s), advantage: dense(s, a), meta })
     }
 
     pub fn meta(&self) -> &ModelMeta {
@@ -355,7 +350,11 @@ mod tests {
             (0..b.len())
                 .map(|o| {
                     let y = b[o] + (0..x.len()).map(|i| wt[o * x.len() + i] * x[i]).sum::<f32>();
-                    if relu { y.max(0.0) } else { y }
+                    if relu {
+                        y.max(0.0)
+                    } else {
+                        y
+                    }
                 })
                 .collect()
         };

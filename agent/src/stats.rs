@@ -29,13 +29,21 @@ impl Survival {
         self.frames += frames as u64;
     }
     pub fn rate(&self) -> f64 {
-        if self.episodes == 0 { 0.0 } else { self.survived as f64 / self.episodes as f64 }
+        if self.episodes == 0 {
+            0.0
+        } else {
+            self.survived as f64 / self.episodes as f64
+        }
     }
     pub fn interval(&self) -> (f64, f64) {
         wilson95(self.survived, self.episodes)
     }
     pub fn mean_frames(&self) -> f64 {
-        if self.episodes == 0 { 0.0 } else { self.frames as f64 / self.episodes as f64 }
+        if self.episodes == 0 {
+            0.0
+        } else {
+            self.frames as f64 / self.episodes as f64
+        }
     }
 }
 

@@ -28,20 +28,8 @@ pub enum Button {
 }
 
 impl Button {
-    pub const ALL: [Button; 12] = [
-        Button::A,
-        Button::B,
-        Button::X,
-        Button::Y,
-        Button::Z,
-        Button::Start,
-        Button::L,
-        Button::R,
-        Button::DUp,
-        Button::DDown,
-        Button::DLeft,
-        Button::DRight,
-    ];
+    pub const ALL: [Button; 12] =
+        [Button::A, Button::B, Button::X, Button::Y, Button::Z, Button::Start, Button::L, Button::R, Button::DUp, Button::DDown, Button::DLeft, Button::DRight];
     /// The name the pipe protocol uses.
     pub fn name(self) -> &'static str {
         match self {
@@ -304,7 +292,9 @@ mod tests {
 
     #[test]
     fn bad_lines_are_errors() {
-        for bad in ["", "PRESS", "PRESS Q", "PRESS A B", "SET MAIN 0.5", "SET MAIN 0.5 2", "SET MAIN a b", "SET L -0.1", "SET Q 1", "JUMP", "FLUSH NOW", "SET R NaN"] {
+        for bad in
+            ["", "PRESS", "PRESS Q", "PRESS A B", "SET MAIN 0.5", "SET MAIN 0.5 2", "SET MAIN a b", "SET L -0.1", "SET Q 1", "JUMP", "FLUSH NOW", "SET R NaN"]
+        {
             assert!(parse_line(bad).is_err(), "{bad:?} should be rejected");
         }
         let mut pad = Pad::NEUTRAL.with(Button::B);

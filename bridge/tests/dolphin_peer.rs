@@ -5,7 +5,7 @@
 
 use rand::{Rng, SeedableRng};
 use shine_bridge::dolphin::{Dolphin, DolphinConfig, DolphinError, TickSource};
-use shine_bridge::ram::{addr, pad_block_addr, pad_block, SIM_WINDOW};
+use shine_bridge::ram::{addr, pad_block, pad_block_addr, SIM_WINDOW};
 use shine_bridge::sim::Sim;
 use shine_bridge::{Button, Emulator, MatchSetup, Pad, RamView, Stick};
 use std::path::PathBuf;

@@ -58,7 +58,18 @@ pub struct BenchArgs {
 
 impl Default for BenchArgs {
     fn default() -> Self {
-        BenchArgs { device: "auto".into(), capacity: 1_000_000, update_sizes: vec![1, 10, 100, 1000, 2000, 10000], adds: 50_000, batches: vec![16, 32, 64, 128, 256], steps: 200, warmup: 20, repeats: 5, actions: 5, threads: 0 }
+        BenchArgs {
+            device: "auto".into(),
+            capacity: 1_000_000,
+            update_sizes: vec![1, 10, 100, 1000, 2000, 10000],
+            adds: 50_000,
+            batches: vec![16, 32, 64, 128, 256],
+            steps: 200,
+            warmup: 20,
+            repeats: 5,
+            actions: 5,
+            threads: 0,
+        }
     }
 }
 
@@ -197,7 +208,18 @@ mod tests {
     /// The benchmark's code paths on a toy size (timings are not checked).
     #[test]
     fn bench_runs_end_to_end_on_a_tiny_configuration() {
-        let args = BenchArgs { device: "cpu".into(), capacity: 4000, update_sizes: vec![1, 100], adds: 300, batches: vec![16], steps: 2, warmup: 1, repeats: 2, actions: 5, threads: 0 };
+        let args = BenchArgs {
+            device: "cpu".into(),
+            capacity: 4000,
+            update_sizes: vec![1, 100],
+            adds: 300,
+            batches: vec![16],
+            steps: 2,
+            warmup: 1,
+            repeats: 2,
+            actions: 5,
+            threads: 0,
+        };
         run(args).unwrap();
     }
 

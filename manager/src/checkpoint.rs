@@ -74,7 +74,14 @@ pub fn path(data_dir: &Path) -> PathBuf {
 }
 
 /// Write a checkpoint of `learner` atomically; returns its path.
-pub fn save(data_dir: &Path, learner: &Learner, counters: &Counters, action_set: &str, config: serde_json::Value, model_file: &[u8]) -> anyhow::Result<PathBuf> {
+pub fn save(
+    data_dir: &Path,
+    learner: &Learner,
+    counters: &Counters,
+    action_set: &str,
+    config: serde_json::Value,
+    model_file: &[u8],
+) -> anyhow::Result<PathBuf> {
     use safetensors::tensor::{Dtype, TensorView};
     let meta = CheckpointMeta {
         format: FORMAT.into(),

@@ -87,8 +87,7 @@ impl Default for GameConfig {
 
 impl GameConfig {
     pub fn action_set(&self) -> anyhow::Result<ActionSet> {
-        ActionSet::from_name(&self.action_set)
-            .with_context(|| format!("[game] action_set = {:?}: expected \"untouchable\" or \"fight\"", self.action_set))
+        ActionSet::from_name(&self.action_set).with_context(|| format!("[game] action_set = {:?}: expected \"untouchable\" or \"fight\"", self.action_set))
     }
     pub fn task(&self) -> anyhow::Result<Task> {
         self.task.parse::<Task>().map_err(|e| anyhow::anyhow!("[game] task: {e}"))

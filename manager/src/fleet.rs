@@ -142,7 +142,8 @@ impl Fleet {
         let slot = (0..).find(|s| !used.contains(s)).expect("a free slot");
         let id = self.next_id;
         self.next_id = self.next_id.checked_add(1).unwrap_or(1);
-        self.workers.insert(id, Worker { info, slot, registered: now, last_seen: now, last: Heartbeat::default(), uploads: 0, transitions: 0, last_upload: None });
+        self.workers
+            .insert(id, Worker { info, slot, registered: now, last_seen: now, last: Heartbeat::default(), uploads: 0, transitions: 0, last_upload: None });
         (id, self.epsilon_of_slot(slot))
     }
 

@@ -80,12 +80,19 @@ pub fn render(args: &LaunchArgs) -> anyhow::Result<String> {
     match args.cloud {
         Cloud::Gcp | Cloud::Aws => {
             let cloud = if args.cloud == Cloud::Gcp { "gcp" } else { "aws" };
-            let manager = args.manager_url.as_deref().with_context(|| format!("--cloud {cloud} needs --manager-url URL: the manager's address as the VMs reach it, e.g. http://203.0.113.7:8080"))?;
+            let manager = args
+                .manager_url
+                .as_deref()
+                .with_context(|| format!("--cloud {cloud} needs --manager-url URL: the manager's address as the VMs reach it, e.g. http://203.0.113.7:8080"))?;
             let worker_url = args.worker_url.as_deref().with_context(|| {
                 format!(
                     "--cloud {cloud} needs --worker-url URL: where the VMs download shine-worker. Build it with \
                      `scripts/build-worker.sh /tmp/shine` and upload /tmp/shine/bin/shine-worker, e.g. {}",
-                    if cloud == "gcp" { "`gcloud storage cp /tmp/shine/bin/shine-worker gs://BUCKET/` (then --worker-url gs://BUCKET/shine-worker)" } else { "to S3, then `aws s3 presign s3://BUCKET/shine-worker --expires-in 604800` gives an https:// URL" }
+                    if cloud == "gcp" {
+                        "`gcloud storage cp /tmp/shine/bin/shine-worker gs://BUCKET/` (then --worker-url gs://BUCKET/shine-worker)"
+                    } else {
+                        "to S3, then `aws s3 presign s3://BUCKET/shine-worker --expires-in 604800` gives an https:// URL"
+                    }
                 )
             })?;
             check_url("--worker-url", worker_url, &["https://", "http://", "gs://", "s3://", "file://"])?;
@@ -257,7 +264,12 @@ fn k8s(args: &LaunchArgs) -> anyhow::Result<String> {
     let manager = args.manager_url.as_deref().unwrap_or(IN_CLUSTER_MANAGER);
     let in_cluster = args.manager_url.is_none();
     let secret = replace_once("configs/k8s/secret.yaml", K8S_SECRET, "token: \"REPLACE-WITH-YOUR-TOKEN\"", &format!("token: \"{}\"", args.token))?;
-    let config = replace_once("configs/k8s/worker-config.yaml", K8S_WORKER_CONFIG, &format!("SHINE_MANAGER: \"{IN_CLUSTER_MANAGER}\""), &format!("SHINE_MANAGER: \"{manager}\""))?;
+    let config = replace_once(
+        "configs/k8s/worker-config.yaml",
+        K8S_WORKER_CONFIG,
+        &format!("SHINE_MANAGER: \"{IN_CLUSTER_MANAGER}\""),
+        &format!("SHINE_MANAGER: \"{manager}\""),
+    )?;
     let workers = replace_once("configs/k8s/workers.yaml", K8S_WORKERS, "\n  replicas: 3\n", &format!("\n  replicas: {}\n", args.workers))?;
     let workers = replace_once("configs/k8s/workers.yaml", &workers, "image: \"shine-worker:latest\"", &format!("image: \"{}\"", args.image))?;
     let manager_yaml = replace_once("configs/k8s/manager.yaml", K8S_MANAGER, "image: \"shine-manager:latest\"", &format!("image: \"{}\"", args.manager_image))?;
@@ -272,7 +284,15 @@ fn k8s(args: &LaunchArgs) -> anyhow::Result<String> {
     );
     let _ = writeln!(o);
     let _ = writeln!(o, "# configs/k8s/: the namespace, the token's Secret, the workers' ConfigMap,");
-    let _ = writeln!(o, "{}", if in_cluster { "# the manager (GPU pod, volume, Service) and the worker Deployment." } else { "# and the worker Deployment (the manager runs outside the cluster)." });
+    let _ = writeln!(
+        o,
+        "{}",
+        if in_cluster {
+            "# the manager (GPU pod, volume, Service) and the worker Deployment."
+        } else {
+            "# and the worker Deployment (the manager runs outside the cluster)."
+        }
+    );
     let mut docs = vec![K8S_NAMESPACE, &secret, &config];
     if in_cluster {
         docs.push(&manager_yaml);
@@ -324,7 +344,10 @@ mod tests {
 
     fn yaml_docs(text: &str) -> Vec<Value> {
         use serde::Deserialize;
-        serde_yaml_ng::Deserializer::from_str(text).map(|d| Value::deserialize(d).unwrap_or_else(|e| panic!("not YAML: {e}\n{text}"))).filter(|v| !v.is_null()).collect()
+        serde_yaml_ng::Deserializer::from_str(text)
+            .map(|d| Value::deserialize(d).unwrap_or_else(|e| panic!("not YAML: {e}\n{text}")))
+            .filter(|v| !v.is_null())
+            .collect()
     }
 
     fn bash_syntax_ok(script: &str) {
@@ -348,7 +371,14 @@ mod tests {
         std::fs::set_permissions(&stand_in, std::fs::Permissions::from_mode(0o755)).unwrap();
         std::fs::write(dir.path().join("launch.sh"), script).unwrap();
         let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
-        let out = Command::new("bash").arg("launch.sh").current_dir(dir.path()).env("PATH", path).env("RECORD", dir.path()).stdin(std::process::Stdio::null()).output().unwrap();
+        let out = Command::new("bash")
+            .arg("launch.sh")
+            .current_dir(dir.path())
+            .env("PATH", path)
+            .env("RECORD", dir.path())
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
         assert!(out.status.success(), "the script failed: {}\n{script}", String::from_utf8_lossy(&out.stderr));
         let read = |ext: &str| std::fs::read_to_string(dir.path().join(format!("{cli}.{ext}"))).unwrap_or_default();
         let argv = read("args").lines().map(String::from).collect();
@@ -380,7 +410,13 @@ mod tests {
         let runcmd = format!("{:?}", c["runcmd"]);
         assert!(runcmd.contains("shine-worker-setup") && runcmd.contains("enable --now shine-worker.service"), "{runcmd}");
         // The unit: restarts, reads worker.env, runs `shine-worker run` at boot.
-        for line in ["EnvironmentFile=/etc/shine/worker.env", "ExecStart=/usr/local/bin/shine-worker run", "Restart=always", "RestartSec=5", "WantedBy=multi-user.target"] {
+        for line in [
+            "EnvironmentFile=/etc/shine/worker.env",
+            "ExecStart=/usr/local/bin/shine-worker run",
+            "Restart=always",
+            "RestartSec=5",
+            "WantedBy=multi-user.target",
+        ] {
             assert!(SYSTEMD_UNIT.lines().any(|l| l == line), "the unit lacks {line}");
         }
     }
@@ -392,7 +428,15 @@ mod tests {
         let kinds: Vec<(&str, &str)> = docs.iter().map(|d| (d["kind"].as_str().unwrap(), d["metadata"]["name"].as_str().unwrap())).collect();
         assert_eq!(
             kinds,
-            [("Namespace", "shine"), ("Secret", "shine-token"), ("ConfigMap", "shine-worker"), ("PersistentVolumeClaim", "shine-manager-data"), ("Deployment", "shine-manager"), ("Service", "shine-manager"), ("Deployment", "shine-worker")]
+            [
+                ("Namespace", "shine"),
+                ("Secret", "shine-token"),
+                ("ConfigMap", "shine-worker"),
+                ("PersistentVolumeClaim", "shine-manager-data"),
+                ("Deployment", "shine-manager"),
+                ("Service", "shine-manager"),
+                ("Deployment", "shine-worker")
+            ]
         );
         for d in &docs[1..] {
             assert_eq!(d["metadata"]["namespace"], "shine", "{:?} outside the namespace", d["metadata"]["name"]);
@@ -423,7 +467,10 @@ mod tests {
         let names: Vec<&str> = argv.iter().map(String::as_str).filter(|a| a.starts_with("shine-worker-")).collect();
         assert_eq!(names, ["shine-worker-1", "shine-worker-2", "shine-worker-3", "shine-worker-4", "shine-worker-5"], "{argv:?}");
         assert_eq!(&argv[..3], ["compute", "instances", "create"]);
-        assert!(argv.contains(&format!("--metadata=shine-manager={URL},shine-token={TOKEN},shine-worker-url=https://example.com/bin/shine-worker")), "{argv:?}");
+        assert!(
+            argv.contains(&format!("--metadata=shine-manager={URL},shine-token={TOKEN},shine-worker-url=https://example.com/bin/shine-worker")),
+            "{argv:?}"
+        );
         assert!(argv.contains(&"--metadata-from-file=user-data=shine-worker-cloud-init.yaml".to_string()), "{argv:?}");
         assert_eq!(std::fs::read_to_string(dir.path().join("shine-worker-cloud-init.yaml")).unwrap(), CLOUD_INIT);
     }
@@ -460,7 +507,8 @@ mod tests {
         let (argv, stdin, _dir) = run_with_stand_in(&script, "kubectl");
         assert_eq!(&argv[..3], ["apply", "-f", "-"], "{argv:?}");
         let docs = yaml_docs(&stdin);
-        let by = |kind: &str, name: &str| docs.iter().find(|d| d["kind"] == kind && d["metadata"]["name"] == name).unwrap_or_else(|| panic!("no {kind} {name}"));
+        let by =
+            |kind: &str, name: &str| docs.iter().find(|d| d["kind"] == kind && d["metadata"]["name"] == name).unwrap_or_else(|| panic!("no {kind} {name}"));
         assert_eq!(docs.len(), 7, "namespace, secret, config, manager (3), workers");
         assert_eq!(by("Secret", "shine-token")["stringData"]["token"], TOKEN);
         assert_eq!(by("ConfigMap", "shine-worker")["data"]["SHINE_MANAGER"], IN_CLUSTER_MANAGER);

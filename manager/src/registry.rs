@@ -235,7 +235,11 @@ mod tests {
     }
 
     fn files(dir: &Path) -> Vec<String> {
-        let mut v: Vec<String> = std::fs::read_dir(dir.join("models")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).filter(|n| n.ends_with(".safetensors")).collect();
+        let mut v: Vec<String> = std::fs::read_dir(dir.join("models"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.ends_with(".safetensors"))
+            .collect();
         v.sort();
         v
     }

@@ -99,16 +99,13 @@ fn mib(bytes: usize) -> usize {
 /// `/proc/meminfo` first. Where it cannot be read (not Linux), no check is made.
 fn check_host_memory(capacity: usize) -> Result<(), ReplayError> {
     let bytes = capacity * BYTES_PER_EXPERIENCE;
-    let available_kib = std::fs::read_to_string("/proc/meminfo").ok().and_then(|s| {
-        s.lines().find_map(|l| l.strip_prefix("MemAvailable:").and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<usize>().ok()))
-    });
+    let available_kib = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("MemAvailable:").and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<usize>().ok())));
     match available_kib {
-        Some(kib) if bytes / 1024 > kib => Err(ReplayError::Memory {
-            capacity,
-            need_mib: mib(bytes),
-            place: "host RAM".into(),
-            problem: format!("only {} MiB are available", kib / 1024),
-        }),
+        Some(kib) if bytes / 1024 > kib => {
+            Err(ReplayError::Memory { capacity, need_mib: mib(bytes), place: "host RAM".into(), problem: format!("only {} MiB are available", kib / 1024) })
+        }
         _ => Ok(()),
     }
 }

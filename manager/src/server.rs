@@ -69,9 +69,8 @@ async fn start(config: Config) -> anyhow::Result<(AppState, TrainerHandle)> {
     };
     let (tc, rc, dc) = (config.trainer.clone(), config.replay.clone(), config.dqn.clone());
     // Restoring a checkpoint reads files and may initialise CUDA: blocking work.
-    let handle = tokio::task::spawn_blocking(move || trainer::spawn(tc, rc, dc, action_set, device, &data_dir, publish))
-        .await
-        .context("trainer start panicked")??;
+    let handle =
+        tokio::task::spawn_blocking(move || trainer::spawn(tc, rc, dc, action_set, device, &data_dir, publish)).await.context("trainer start panicked")??;
 
     let state = Arc::new(Manager {
         action_set,

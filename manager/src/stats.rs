@@ -8,9 +8,9 @@
 //! between consecutive samples, so they need nothing from the trainer but counters.
 
 use crate::state::AppState;
-use std::sync::atomic::Ordering::Relaxed;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio_util::sync::CancellationToken;
 

@@ -188,7 +188,11 @@ impl RateLimiter {
     }
     /// The ratio so far (0 before anything was inserted).
     pub fn actual(&self) -> f64 {
-        if self.inserted == 0 { 0.0 } else { self.sampled as f64 / self.inserted as f64 }
+        if self.inserted == 0 {
+            0.0
+        } else {
+            self.sampled as f64 / self.inserted as f64
+        }
     }
 }
 
@@ -346,7 +350,9 @@ pub fn spawn(
                 );
             }
             let c = ck.meta.counters.clone();
-            let restored = learner.load_state(&ck.tensors, c.train_step, c.optimizer_steps).with_context(|| format!("restoring {}", checkpoint::path(data_dir).display()))?;
+            let restored = learner
+                .load_state(&ck.tensors, c.train_step, c.optimizer_steps)
+                .with_context(|| format!("restoring {}", checkpoint::path(data_dir).display()))?;
             if !restored {
                 tracing::warn!("checkpoint has no {:?} optimizer state: starting the optimizer fresh", dqn_cfg.optimizer);
             }

@@ -33,7 +33,9 @@ async fn workers_register_on_an_epsilon_ladder_and_time_out() {
     assert!((b["epsilon"].as_f64().unwrap() - 0.4f64.powi(8)).abs() < 1e-9, "second of two is the greedy end: {b}");
 
     // a's heartbeat: its epsilon, no live view yet.
-    let (st, hb) = m.post_json(&format!("/api/v1/workers/{}/heartbeat", a["worker_id"]), &json!({ "frames": 10, "env_fps": 5000.0, "episodes": 1, "model_version": 1 })).await;
+    let (st, hb) = m
+        .post_json(&format!("/api/v1/workers/{}/heartbeat", a["worker_id"]), &json!({ "frames": 10, "env_fps": 5000.0, "episodes": 1, "model_version": 1 }))
+        .await;
     assert_eq!((st, hb["epsilon"].as_f64(), hb["watch"].as_bool()), (200, Some(0.4), Some(false)));
     let (st, err) = m.post_json("/api/v1/workers/9999/heartbeat", &json!({})).await;
     assert_eq!((st, err["error"]["code"].as_str()), (404, Some("not_found")));

@@ -119,7 +119,9 @@ fn parse_containerfile(text: &str) -> Vec<Stage> {
 /// `KEY=VALUE` pairs of an ENV line (this project's files keep them unquoted).
 fn env_pairs(args: &str) -> Vec<(String, String)> {
     assert!(!args.contains(['"', '\'']), "ENV {args}: keep ENV values unquoted so this test reads them as Docker does");
-    args.split_whitespace().map(|kv| kv.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())).unwrap_or_else(|| panic!("ENV {args}: use ENV KEY=VALUE"))).collect()
+    args.split_whitespace()
+        .map(|kv| kv.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())).unwrap_or_else(|| panic!("ENV {args}: use ENV KEY=VALUE")))
+        .collect()
 }
 
 /// What a container started from the image gets: ENV (in order), ENTRYPOINT, WORKDIR,
@@ -242,7 +244,20 @@ fn build_worker_image() -> Image {
                 let log = dir.path().join(format!("run-{ran}.log"));
                 let mut cmd = Command::new("/bin/sh");
                 cmd.arg("-c").arg(rest).current_dir(in_build(&workdir, workdir.as_deref().unwrap_or("/"))).env_clear();
-                for k in ["PATH", "HOME", "CARGO_HOME", "RUSTUP_HOME", "RUSTUP_TOOLCHAIN", "TMPDIR", "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY"] {
+                for k in [
+                    "PATH",
+                    "HOME",
+                    "CARGO_HOME",
+                    "RUSTUP_HOME",
+                    "RUSTUP_TOOLCHAIN",
+                    "TMPDIR",
+                    "http_proxy",
+                    "https_proxy",
+                    "no_proxy",
+                    "HTTP_PROXY",
+                    "HTTPS_PROXY",
+                    "NO_PROXY",
+                ] {
                     if let Some(v) = std::env::var_os(k) {
                         cmd.env(k, v);
                     }
@@ -329,7 +344,11 @@ fn unit_service(unit: &str) -> Vec<(String, String)> {
 
 /// `KEY=VALUE` lines of an environment file (systemd's EnvironmentFile=).
 fn env_file(text: &str) -> Vec<(String, String)> {
-    text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).map(|l| l.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())).unwrap_or_else(|| panic!("env file line {l:?}"))).collect()
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|l| l.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())).unwrap_or_else(|| panic!("env file line {l:?}")))
+        .collect()
 }
 
 /// Later entries win, as in every one of these formats.
@@ -410,7 +429,11 @@ fn in_image_path(root: &Path, name: &str) -> PathBuf {
     if name.starts_with('/') {
         return on(root, name);
     }
-    ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"].iter().map(|d| on(root, d).join(name)).find(|p| p.is_file()).unwrap_or_else(|| panic!("{name} is not in the image's PATH"))
+    ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"]
+        .iter()
+        .map(|d| on(root, d).join(name))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("{name} is not in the image's PATH"))
 }
 
 /// Environment values that are absolute paths (the spool) moved into the machine's folder.
@@ -433,12 +456,7 @@ fn vm_worker(dir: &Path, manager_url: &str, image: &Image) -> Worker {
     let setup = on(&root, "/usr/local/sbin/shine-worker-setup");
     std::fs::create_dir_all(setup.parent().unwrap()).unwrap();
     std::fs::write(&setup, write_file_content(&user_data, "/usr/local/sbin/shine-worker-setup")).unwrap();
-    let out = Command::new("sh")
-        .arg(&setup)
-        .env("SHINE_ETC_DIR", on(&root, "/etc/shine"))
-        .env("SHINE_BIN_DIR", on(&root, "/usr/local/bin"))
-        .output()
-        .unwrap();
+    let out = Command::new("sh").arg(&setup).env("SHINE_ETC_DIR", on(&root, "/etc/shine")).env("SHINE_BIN_DIR", on(&root, "/usr/local/bin")).output().unwrap();
     assert!(out.status.success(), "cloud-init's setup script failed: {}", String::from_utf8_lossy(&out.stderr));
     let env_path = on(&root, "/etc/shine/worker.env");
     use std::os::unix::fs::PermissionsExt;
@@ -478,11 +496,17 @@ fn pod_worker(dir: &Path, manager_url: &str, image: &Image) -> Worker {
     image_machine(image, &root);
     let script = launch_script(&["--cloud", "k8s", "--workers", "3", "--manager-url", manager_url, "--token", TOKEN]);
     let docs = yaml_docs(heredoc(&script, "kubectl apply -f -"));
-    let find = |kind: &str, name: &str| docs.iter().find(|d| d["kind"] == kind && d["metadata"]["name"] == name).unwrap_or_else(|| panic!("no {kind} {name} in the manifests"));
+    let find = |kind: &str, name: &str| {
+        docs.iter().find(|d| d["kind"] == kind && d["metadata"]["name"] == name).unwrap_or_else(|| panic!("no {kind} {name} in the manifests"))
+    };
     let deployment = find("Deployment", "shine-worker");
     assert_eq!(deployment["spec"]["replicas"].as_u64(), Some(3));
     let c = &deployment["spec"]["template"]["spec"]["containers"][0];
-    let strings = |v: &Yaml| -> Vec<(String, String)> { v.as_mapping().map(|m| m.iter().map(|(k, v)| (k.as_str().unwrap().to_string(), v.as_str().expect("ConfigMap values are strings").to_string())).collect()).unwrap_or_default() };
+    let strings = |v: &Yaml| -> Vec<(String, String)> {
+        v.as_mapping()
+            .map(|m| m.iter().map(|(k, v)| (k.as_str().unwrap().to_string(), v.as_str().expect("ConfigMap values are strings").to_string())).collect())
+            .unwrap_or_default()
+    };
     let mut from = Vec::new();
     for source in c["envFrom"].as_sequence().into_iter().flatten() {
         let name = source["configMapRef"]["name"].as_str().expect("envFrom: configMapRef only");
@@ -493,7 +517,9 @@ fn pod_worker(dir: &Path, manager_url: &str, image: &Image) -> Worker {
         let name = e["name"].as_str().unwrap().to_string();
         let value = match (e["value"].as_str(), &e["valueFrom"]["secretKeyRef"]) {
             (Some(v), _) => v.to_string(),
-            (None, r) if !r.is_null() => find("Secret", r["name"].as_str().unwrap())["stringData"][r["key"].as_str().unwrap()].as_str().expect("the Secret's key").to_string(),
+            (None, r) if !r.is_null() => {
+                find("Secret", r["name"].as_str().unwrap())["stringData"][r["key"].as_str().unwrap()].as_str().expect("the Secret's key").to_string()
+            }
             _ => panic!("env {name}: only value and secretKeyRef are supported here"),
         };
         env.push((name, value));
@@ -584,7 +610,10 @@ async fn workers_launched_from_the_fleet_files_register_heartbeat_and_are_droppe
     // These run launch-script and cloud-init's setup script: blocking work, off the
     // runtime that serves the manager.
     let (path, url) = (dir.path().to_path_buf(), m.url.clone());
-    let (mut vm, mut pod, mut ctr) = tokio::task::spawn_blocking(move || (vm_worker(&path, &url, image), pod_worker(&path, &url, image), container_worker(&path, &url, image))).await.unwrap();
+    let (mut vm, mut pod, mut ctr) =
+        tokio::task::spawn_blocking(move || (vm_worker(&path, &url, image), pod_worker(&path, &url, image), container_worker(&path, &url, image)))
+            .await
+            .unwrap();
     // One at a time, so each new id in the list is that worker's.
     let vm_id = start_and_register(&m, &mut vm).await;
     let pod_id = start_and_register(&m, &mut pod).await;
@@ -592,9 +621,15 @@ async fn workers_launched_from_the_fleet_files_register_heartbeat_and_are_droppe
     let ids = [vm_id, pod_id, ctr_id];
 
     // Heartbeating: every worker's reported frame count keeps growing, and all are live.
-    let first = wait_workers(&m, "a heartbeat with frames from each worker", 60, &[&vm, &pod, &ctr], |l| ids.iter().all(|&id| by_id(l, id).is_some_and(|w| w["frames"].as_u64().unwrap_or(0) > 0))).await;
+    let first = wait_workers(&m, "a heartbeat with frames from each worker", 60, &[&vm, &pod, &ctr], |l| {
+        ids.iter().all(|&id| by_id(l, id).is_some_and(|w| w["frames"].as_u64().unwrap_or(0) > 0))
+    })
+    .await;
     let frames = |l: &[Value], id| by_id(l, id).unwrap()["frames"].as_u64().unwrap();
-    let list = wait_workers(&m, "newer heartbeats from each worker", 60, &[&vm, &pod, &ctr], |l| ids.iter().all(|&id| by_id(l, id).is_some_and(|w| w["state"] == "live" && w["frames"].as_u64().unwrap_or(0) > frames(&first, id)))).await;
+    let list = wait_workers(&m, "newer heartbeats from each worker", 60, &[&vm, &pod, &ctr], |l| {
+        ids.iter().all(|&id| by_id(l, id).is_some_and(|w| w["state"] == "live" && w["frames"].as_u64().unwrap_or(0) > frames(&first, id)))
+    })
+    .await;
     assert_eq!(list.len(), 3, "{list:?}");
     assert_eq!(by_id(&list, pod_id).unwrap()["envs"], 2, "the pod plays SHINE_ENVS from the ConfigMap");
     let mut slots: Vec<u64> = list.iter().map(|w| w["slot"].as_u64().unwrap()).collect();
@@ -607,7 +642,8 @@ async fn workers_launched_from_the_fleet_files_register_heartbeat_and_are_droppe
     let ctr_slot = by_id(&list, ctr_id).unwrap()["slot"].as_u64().unwrap();
     ctr.signal("KILL");
     ctr.wait(Duration::from_secs(10)).await;
-    let list = wait_workers(&m, "the killed worker to be marked gone", 30, &[&vm, &pod, &ctr], |l| by_id(l, ctr_id).is_some_and(|w| w["state"] == "gone")).await;
+    let list =
+        wait_workers(&m, "the killed worker to be marked gone", 30, &[&vm, &pod, &ctr], |l| by_id(l, ctr_id).is_some_and(|w| w["state"] == "gone")).await;
     for id in [vm_id, pod_id] {
         assert_ne!(by_id(&list, id).unwrap()["state"], "gone", "only the killed worker is gone: {list:?}");
     }
@@ -675,7 +711,18 @@ fn the_cloud_init_files_pass_cloud_inits_schema_check() {
     assert!(tool.is_ok_and(|o| o.status.success()), "cloud-init not found: install Debian's `cloud-init` package (its schema check validates configs/cloud-init/worker.yaml), or set SHINE_SKIP_CLOUD_INIT_SCHEMA=1");
     let dir = tempfile::tempdir().unwrap();
     // The committed file (GCP uses it as it is) and the AWS user-data with values filled in.
-    let script = launch_script(&["--cloud", "aws", "--workers", "2", "--manager-url", "https://manager.example.com:8443", "--token", "t0k-en", "--worker-url", "https://example.com/shine-worker"]);
+    let script = launch_script(&[
+        "--cloud",
+        "aws",
+        "--workers",
+        "2",
+        "--manager-url",
+        "https://manager.example.com:8443",
+        "--token",
+        "t0k-en",
+        "--worker-url",
+        "https://example.com/shine-worker",
+    ]);
     let filled = dir.path().join("user-data.yaml");
     std::fs::write(&filled, heredoc(&script, "cat > shine-worker-user-data.yaml")).unwrap();
     for file in [workspace().join("configs/cloud-init/worker.yaml"), filled] {
@@ -698,7 +745,11 @@ fn the_launch_script_command_leaves_the_service_flags_alone() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stdout).contains("listen = \"127.0.0.1:9999\""));
     // And launch-script's mistakes are explained.
-    let out = Command::new(MANAGER_BIN).args(["launch-script", "--cloud", "gcp", "--workers", "2", "--token", "t", "--manager-url", "http://m:8080"]).env_remove("SHINE_TOKEN").output().unwrap();
+    let out = Command::new(MANAGER_BIN)
+        .args(["launch-script", "--cloud", "gcp", "--workers", "2", "--token", "t", "--manager-url", "http://m:8080"])
+        .env_remove("SHINE_TOKEN")
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--worker-url") && err.contains("build-worker.sh"), "{err}");

@@ -88,7 +88,20 @@ async fn every_malformed_upload_is_rejected_with_its_status_and_changes_nothing(
 
     let text = m.metrics().await;
     assert_eq!(metric(&text, "shine_experiences_total"), Some(80.0));
-    for (reason, n) in [("magic", 1.0), ("version", 1.0), ("dims", 2.0), ("header", 2.0), ("truncated", 3.0), ("count", 3.0), ("nan", 2.0), ("values", 2.0), ("compression", 1.0), ("auth", 3.0), ("content_type", 2.0), ("oversized", 2.0)] {
+    for (reason, n) in [
+        ("magic", 1.0),
+        ("version", 1.0),
+        ("dims", 2.0),
+        ("header", 2.0),
+        ("truncated", 3.0),
+        ("count", 3.0),
+        ("nan", 2.0),
+        ("values", 2.0),
+        ("compression", 1.0),
+        ("auth", 3.0),
+        ("content_type", 2.0),
+        ("oversized", 2.0),
+    ] {
         assert_eq!(metric(&text, &format!("shine_uploads_rejected_total{{reason=\"{reason}\"}}")), Some(n), "reason {reason}:\n{text}");
     }
     m.stop().await.unwrap();
@@ -135,7 +148,8 @@ async fn raw_upload(url: &str, framing: Framing, len: usize) -> (u16, String) {
         let mut sent = 0;
         while sent < len {
             let n = chunk.len().min(len - sent);
-            if tx.write_all(format!("{n:x}\r\n").as_bytes()).await.is_err() || tx.write_all(&chunk[..n]).await.is_err() || tx.write_all(b"\r\n").await.is_err() {
+            if tx.write_all(format!("{n:x}\r\n").as_bytes()).await.is_err() || tx.write_all(&chunk[..n]).await.is_err() || tx.write_all(b"\r\n").await.is_err()
+            {
                 break;
             }
             sent += n;

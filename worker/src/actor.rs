@@ -277,14 +277,20 @@ pub struct ActorIo {
 }
 
 enum Cmd {
-    Reset { cpu_level: u8, seed: u64 },
+    Reset {
+        cpu_level: u8,
+        seed: u64,
+    },
     /// Play an action; with a decision (env 0, watched): paced to real time and recorded.
     Step(usize, Option<LiveDecision>),
 }
 
 enum Reply {
     Ready(Observation),
-    Stepped { step: Step, skipped_total: u64 },
+    Stepped {
+        step: Step,
+        skipped_total: u64,
+    },
     /// The emulator failed; the environment can be reset.
     Failed(String),
     /// The emulator could not be created; the environment is gone.
@@ -292,7 +298,14 @@ enum Reply {
 }
 
 /// Run one environment: do what the actor says, answer with what happened.
-fn env_thread<E: Emulator>(idx: usize, make: &dyn Fn(usize) -> anyhow::Result<E>, cfg: &ActorConfig, cmds: mpsc::Receiver<Cmd>, replies: mpsc::Sender<(usize, Reply)>, live: Option<Arc<LiveTap>>) {
+fn env_thread<E: Emulator>(
+    idx: usize,
+    make: &dyn Fn(usize) -> anyhow::Result<E>,
+    cfg: &ActorConfig,
+    cmds: mpsc::Receiver<Cmd>,
+    replies: mpsc::Sender<(usize, Reply)>,
+    live: Option<Arc<LiveTap>>,
+) {
     let emu = match make(idx) {
         Ok(e) => e,
         Err(e) => {
@@ -404,7 +417,10 @@ where
         let (make, cfg2, reply_tx) = (make.clone(), cfg.clone(), reply_tx.clone());
         // Only environment 0 is ever shown live.
         let live = if i == 0 { io.live.clone() } else { None };
-        let t = std::thread::Builder::new().name(format!("env-{i}")).spawn(move || env_thread(i, &*make, &cfg2, rx, reply_tx, live)).context("starting an environment thread")?;
+        let t = std::thread::Builder::new()
+            .name(format!("env-{i}"))
+            .spawn(move || env_thread(i, &*make, &cfg2, rx, reply_tx, live))
+            .context("starting an environment thread")?;
         threads.push(t);
         let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
         rng.set_stream(i as u64);
@@ -424,7 +440,8 @@ where
         s.start_episode(&cfg);
     }
 
-    let mut batcher = Batcher::new(cfg.batch_transitions, Duration::from_secs_f64(cfg.batch_secs.max(0.01)), cfg.n_step.max(1), io.batches.clone(), counters.clone());
+    let mut batcher =
+        Batcher::new(cfg.batch_transitions, Duration::from_secs_f64(cfg.batch_secs.max(0.01)), cfg.n_step.max(1), io.batches.clone(), counters.clone());
     let actions = cfg.actions.len();
     let mut scratch = Scratch::default();
     let (mut states, mut q) = (vec![0.0f32; cfg.envs * STATE_DIM], vec![0.0f32; cfg.envs * actions]);

@@ -128,7 +128,11 @@ pub enum ModelFetch {
     NotModified,
     /// No model published yet (404).
     NoneYet,
-    Model { bytes: Vec<u8>, etag: Option<String>, version: Option<u64> },
+    Model {
+        bytes: Vec<u8>,
+        etag: Option<String>,
+        version: Option<u64>,
+    },
 }
 
 #[derive(Debug, Error)]
@@ -178,7 +182,8 @@ pub struct Client {
 impl Client {
     /// `base` is the manager's address, e.g. `http://manager:8080`.
     pub fn new(base: &str, token: &str) -> anyhow::Result<Client> {
-        let base = reqwest::Url::parse(base.trim_end_matches('/')).map_err(|e| anyhow::anyhow!("--manager {base:?} is not a URL ({e}): give one like http://manager:8080"))?;
+        let base = reqwest::Url::parse(base.trim_end_matches('/'))
+            .map_err(|e| anyhow::anyhow!("--manager {base:?} is not a URL ({e}): give one like http://manager:8080"))?;
         if !matches!(base.scheme(), "http" | "https") {
             anyhow::bail!("--manager {base} must start with http:// or https://");
         }
@@ -218,7 +223,8 @@ impl Client {
 
     async fn json<T: serde::de::DeserializeOwned>(what: &'static str, resp: reqwest::Response) -> Result<T, ApiError> {
         let body = resp.bytes().await.map_err(|e| ApiError::Protocol { what, detail: e.to_string() })?;
-        serde_json::from_slice(&body).map_err(|e| ApiError::Protocol { what, detail: format!("{e}: {}", String::from_utf8_lossy(&body[..body.len().min(300)])) })
+        serde_json::from_slice(&body)
+            .map_err(|e| ApiError::Protocol { what, detail: format!("{e}: {}", String::from_utf8_lossy(&body[..body.len().min(300)])) })
     }
 
     pub async fn register(&self, req: &RegisterRequest) -> Result<Registration, ApiError> {
@@ -259,7 +265,12 @@ impl Client {
     /// Upload one encoded batch (the wire format, as spooled).
     pub async fn upload(&self, batch: Vec<u8>) -> Result<UploadReply, ApiError> {
         let what = "an experience upload";
-        let req = self.http.post(self.url("/api/v1/experience")).bearer_auth(&self.token).header(reqwest::header::CONTENT_TYPE, "application/octet-stream").body(batch);
+        let req = self
+            .http
+            .post(self.url("/api/v1/experience"))
+            .bearer_auth(&self.token)
+            .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
+            .body(batch);
         let resp = self.send(what, req).await?;
         // A 2xx means the manager has the batch, whatever its body says: never resend
         // it because of an unreadable answer.

@@ -103,12 +103,20 @@ pub fn doctor(args: DoctorArgs) -> anyhow::Result<()> {
 fn check_image(r: &mut Report, iso: &std::path::Path) {
     match dolphin::image_game_id(iso) {
         Err(e) => r.fail("image", format!("{}: {e}", iso.display()), "pass the path of your Melee NTSC 1.02 disc image"),
-        Ok(None) => r.fail("image", format!("{} is not a plain GameCube disc image (compressed .rvz/.ciso images are not checked)", iso.display()), "use an uncompressed .iso of Melee NTSC 1.02"),
+        Ok(None) => r.fail(
+            "image",
+            format!("{} is not a plain GameCube disc image (compressed .rvz/.ciso images are not checked)", iso.display()),
+            "use an uncompressed .iso of Melee NTSC 1.02",
+        ),
         Ok(Some(id)) if id == dolphin::MELEE_GAME_ID => {
             let rev = std::fs::read(iso).ok().and_then(|b| b.get(7).copied());
             match rev {
                 Some(2) => r.ok("image", format!("{id}, revision 2: Melee NTSC 1.02")),
-                other => r.fail("image", format!("{id}, revision {other:?}: Melee NTSC, but not 1.02"), "Shine's RAM addresses are those of NTSC 1.02; use that revision"),
+                other => r.fail(
+                    "image",
+                    format!("{id}, revision {other:?}: Melee NTSC, but not 1.02"),
+                    "Shine's RAM addresses are those of NTSC 1.02; use that revision",
+                ),
             }
         }
         Ok(Some(id)) => r.fail("image", format!("game id {id} is not Melee NTSC ({})", dolphin::MELEE_GAME_ID), "use Melee NTSC 1.02"),
@@ -183,8 +191,15 @@ fn check_boot(r: &mut Report, exe: &std::path::Path, args: &DoctorArgs) -> anyho
         }
     }
     match seen {
-        Some(s) => r.ok("pipe", format!("A + stick right sent down {} reached the guest (SI words {:08x} {:08x})", d.user_dir().join("Pipes").display(), s.raw.0, s.raw.1)),
-        None => r.fail("pipe", "a pad sent down the pipe never reached the guest", "check Config/GCPadNew.ini maps the port to Pipe/0/<name>, and that SIDevice is 6 (standard controller)"),
+        Some(s) => r.ok(
+            "pipe",
+            format!("A + stick right sent down {} reached the guest (SI words {:08x} {:08x})", d.user_dir().join("Pipes").display(), s.raw.0, s.raw.1),
+        ),
+        None => r.fail(
+            "pipe",
+            "a pad sent down the pipe never reached the guest",
+            "check Config/GCPadNew.ini maps the port to Pipe/0/<name>, and that SIDevice is 6 (standard controller)",
+        ),
     }
     Ok(())
 }

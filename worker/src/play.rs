@@ -245,6 +245,12 @@ fn play_dolphin(spec: &PolicySpec, args: &PlayArgs) -> anyhow::Result<Vec<Episod
     }
     let stats = env.emulator().stats();
     // Skipped frames ran on a stale pad: the paper's agent suffered from them unseen.
-    eprintln!("dolphin: {} frames, {} skipped ({:.2} %), {} launch(es)", stats.ticks, stats.skipped, 100.0 * stats.skipped as f64 / stats.ticks.max(1) as f64, stats.launches);
+    eprintln!(
+        "dolphin: {} frames, {} skipped ({:.2} %), {} launch(es)",
+        stats.ticks,
+        stats.skipped,
+        100.0 * stats.skipped as f64 / stats.ticks.max(1) as f64,
+        stats.launches
+    );
     Ok(results)
 }

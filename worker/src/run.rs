@@ -139,7 +139,10 @@ impl Settings {
             }
             None => FileConfig::default(),
         };
-        let manager = args.manager.or(file.manager).context("no manager address: pass --manager URL, set SHINE_MANAGER, or put manager = \"http://...\" in the --config file")?;
+        let manager = args
+            .manager
+            .or(file.manager)
+            .context("no manager address: pass --manager URL, set SHINE_MANAGER, or put manager = \"http://...\" in the --config file")?;
         let token = args.token.or(file.token).context("no token: pass --token, set SHINE_TOKEN, or put token = \"...\" in the --config file")?;
         let envs = match args.envs.or(file.envs) {
             Some(0) => bail!("--envs must be at least 1"),
@@ -234,7 +237,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().context("starting the async runtime")?;
     let seed = settings.seed;
     match dolphin {
-        None => rt.block_on(run_with(settings, shutdown_signal(), move |setup: MatchSetup, i: usize| Ok(shine_bridge::sim::Sim::new(setup, seed.wrapping_add(i as u64)))))?,
+        None => rt.block_on(run_with(settings, shutdown_signal(), move |setup: MatchSetup, i: usize| {
+            Ok(shine_bridge::sim::Sim::new(setup, seed.wrapping_add(i as u64)))
+        }))?,
         // Each environment's thread starts its own Dolphin (user folder, pipe, RAM).
         Some(dolphin) => rt.block_on(run_with(settings, shutdown_signal(), move |setup: MatchSetup, _| dolphin.launch(setup)))?,
     };
@@ -267,12 +272,21 @@ pub async fn shutdown_signal() {
 }
 
 fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).ok().filter(|s| !s.is_empty()).or_else(|| std::env::var("HOSTNAME").ok()).unwrap_or_else(|| "unknown".into())
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "unknown".into())
 }
 
 /// Retry `f` with backoff while its error is retryable, until it succeeds or `cancel`
 /// fires (`Ok(None)`); a final error is returned.
-async fn retrying<T, Fut: std::future::Future<Output = Result<T, ApiError>>>(what: &str, cancel: &CancellationToken, mut f: impl FnMut() -> Fut) -> anyhow::Result<Option<T>> {
+async fn retrying<T, Fut: std::future::Future<Output = Result<T, ApiError>>>(
+    what: &str,
+    cancel: &CancellationToken,
+    mut f: impl FnMut() -> Fut,
+) -> anyhow::Result<Option<T>> {
     let mut delays = uploader::backoff();
     loop {
         match f().await {
@@ -330,7 +344,8 @@ where
     let counters = Arc::new(Counters::default());
 
     // Register (waiting for the manager as long as it takes).
-    let request = RegisterRequest { host: host_name(), backend: settings.backend.name().into(), envs: settings.envs, version: env!("CARGO_PKG_VERSION").into() };
+    let request =
+        RegisterRequest { host: host_name(), backend: settings.backend.name().into(), envs: settings.envs, version: env!("CARGO_PKG_VERSION").into() };
     tracing::info!(manager = %client.base(), envs = settings.envs, seed = settings.seed, "registering");
     let Some(reg) = retrying("registering with the manager", &cancel, || client.register(&request)).await? else {
         return Ok(run_stats(&Identity::new(0), &counters, &upload_stats));
@@ -367,10 +382,21 @@ where
     let wake = Arc::new(Notify::new());
 
     let spooler = tokio::spawn(uploader::spool_batches(batch_rx, spool.clone(), identity.clone(), upload_stats.clone(), wake.clone(), cancel.clone()));
-    let drainer = tokio::spawn(uploader::drain(client.clone(), spool.clone(), identity.clone(), upload_stats.clone(), wake.clone(), cancel.clone(), DrainMode::Forever));
-    let poller = tokio::spawn(poll_models(client.clone(), etag, model.version, Duration::from_secs_f64(reg.model_poll_secs.max(0.1)), model_tx, cancel.clone()));
+    let drainer =
+        tokio::spawn(uploader::drain(client.clone(), spool.clone(), identity.clone(), upload_stats.clone(), wake.clone(), cancel.clone(), DrainMode::Forever));
+    let poller =
+        tokio::spawn(poll_models(client.clone(), etag, model.version, Duration::from_secs_f64(reg.model_poll_secs.max(0.1)), model_tx, cancel.clone()));
     let tap = Arc::new(LiveTap::default());
-    let beats = tokio::spawn(heartbeats(client.clone(), request.clone(), reg.clone(), identity.clone(), counters.clone(), upload_stats.clone(), tap.clone(), cancel.clone()));
+    let beats = tokio::spawn(heartbeats(
+        client.clone(),
+        request.clone(),
+        reg.clone(),
+        identity.clone(),
+        counters.clone(),
+        upload_stats.clone(),
+        tap.clone(),
+        cancel.clone(),
+    ));
     let action_names: Vec<String> = (0..cfg.actions.len()).map(|a| cfg.actions.action_name(a).to_string()).collect();
     let streamer = tokio::spawn(live::stream(client.clone(), identity.clone(), tap.clone(), action_names, cancel.clone()));
     let reports = tokio::spawn(report_episodes(client.clone(), identity.clone(), episode_rx, Duration::from_secs_f64(reg.heartbeat_secs.max(0.1))));
@@ -379,7 +405,8 @@ where
         let (counters, cancel) = (counters.clone(), cancel.clone());
         let setup = cfg.setup;
         let io = ActorIo { batches: batch_tx, episodes: episode_tx, models: model_rx, live: Some(tap) };
-        let handle = std::thread::Builder::new().name("actor".into()).spawn(move || actor::run_actor(cfg, move |i| make(setup, i), model, io, counters, cancel))?;
+        let handle =
+            std::thread::Builder::new().name("actor".into()).spawn(move || actor::run_actor(cfg, move |i| make(setup, i), model, io, counters, cancel))?;
         tokio::task::spawn_blocking(move || handle.join().unwrap_or_else(|_| Err(anyhow::anyhow!("the actor thread panicked"))))
     };
 
@@ -408,7 +435,8 @@ where
     beats.abort();
     streamer.abort();
     if fatal.is_none() {
-        let flush = uploader::drain(client.clone(), spool.clone(), identity.clone(), upload_stats.clone(), wake.clone(), CancellationToken::new(), DrainMode::Flush);
+        let flush =
+            uploader::drain(client.clone(), spool.clone(), identity.clone(), upload_stats.clone(), wake.clone(), CancellationToken::new(), DrainMode::Flush);
         if tokio::time::timeout(Duration::from_secs(FLUSH_SECS), flush).await.is_err() {
             tracing::warn!("the manager did not take everything within {FLUSH_SECS} s; the rest stays spooled for the next start");
         }
@@ -436,7 +464,8 @@ where
 }
 
 fn actor_config(reg: &Registration, settings: &Settings) -> anyhow::Result<ActorConfig> {
-    let actions: ActionSet = reg.action_set.parse().map_err(|e| anyhow::anyhow!("the manager asks for {e}: this shine-worker is too old for that manager; upgrade it"))?;
+    let actions: ActionSet =
+        reg.action_set.parse().map_err(|e| anyhow::anyhow!("the manager asks for {e}: this shine-worker is too old for that manager; upgrade it"))?;
     let task: Task = reg.task.parse().map_err(|e| anyhow::anyhow!("the manager asks for {e}: this shine-worker is too old for that manager; upgrade it"))?;
     if reg.n_step == 0 {
         bail!("the manager asks for n_step 0; it must be at least 1");
@@ -459,7 +488,14 @@ fn actor_config(reg: &Registration, settings: &Settings) -> anyhow::Result<Actor
 
 /// Ask for a newer model every `every`; hand it to the actor, which swaps it in
 /// between decisions.
-async fn poll_models(client: Client, mut etag: Option<String>, mut version: u64, every: Duration, tx: tokio::sync::mpsc::Sender<Model>, cancel: CancellationToken) {
+async fn poll_models(
+    client: Client,
+    mut etag: Option<String>,
+    mut version: u64,
+    every: Duration,
+    tx: tokio::sync::mpsc::Sender<Model>,
+    cancel: CancellationToken,
+) {
     loop {
         tokio::select! {
             _ = tokio::time::sleep(every) => {}
@@ -486,7 +522,16 @@ async fn poll_models(client: Client, mut etag: Option<String>, mut version: u64,
 /// Heartbeats every `heartbeat_secs`; the answer carries the current epsilon. When
 /// the manager forgot us (404 here or on an upload), register again.
 #[allow(clippy::too_many_arguments)]
-async fn heartbeats(client: Client, request: RegisterRequest, reg: Registration, identity: Arc<Identity>, counters: Arc<Counters>, uploads: Arc<UploadStats>, tap: Arc<LiveTap>, cancel: CancellationToken) {
+async fn heartbeats(
+    client: Client,
+    request: RegisterRequest,
+    reg: Registration,
+    identity: Arc<Identity>,
+    counters: Arc<Counters>,
+    uploads: Arc<UploadStats>,
+    tap: Arc<LiveTap>,
+    cancel: CancellationToken,
+) {
     let every = Duration::from_secs_f64(reg.heartbeat_secs.max(0.1));
     let (mut last_t, mut last_frames) = (Instant::now(), 0u64);
     let mut last_log = Instant::now();
@@ -510,7 +555,15 @@ async fn heartbeats(client: Client, request: RegisterRequest, reg: Registration,
             (last_t, last_frames) = (now, frames);
             if last_log.elapsed() >= Duration::from_secs(60) {
                 last_log = Instant::now();
-                tracing::info!(frames = hb.frames, env_fps = format!("{:.0}", hb.env_fps), episodes = hb.episodes, model_version = hb.model_version, uploaded = uploads.transitions_uploaded.load(Relaxed), spooled_batches = hb.spooled_batches, "progress");
+                tracing::info!(
+                    frames = hb.frames,
+                    env_fps = format!("{:.0}", hb.env_fps),
+                    episodes = hb.episodes,
+                    model_version = hb.model_version,
+                    uploaded = uploads.transitions_uploaded.load(Relaxed),
+                    spooled_batches = hb.spooled_batches,
+                    "progress"
+                );
             }
             match client.heartbeat(identity.worker_id(), &hb).await {
                 Ok(reply) => {
@@ -534,7 +587,9 @@ async fn heartbeats(client: Client, request: RegisterRequest, reg: Registration,
                 Ok(new) => {
                     tracing::info!(old = identity.worker_id(), new = new.worker_id, "the manager had forgotten this worker (restarted?); registered again");
                     if (new.n_step, new.action_set.as_str(), new.task.as_str()) != (reg.n_step, reg.action_set.as_str(), reg.task.as_str()) {
-                        tracing::warn!("the manager's n_step, action set or task changed; restart this worker to follow (its uploads may be rejected until then)");
+                        tracing::warn!(
+                            "the manager's n_step, action set or task changed; restart this worker to follow (its uploads may be rejected until then)"
+                        );
                     }
                     identity.set_worker_id(new.worker_id);
                     counters.set_epsilon(new.epsilon);
@@ -602,7 +657,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("worker.toml");
         std::fs::write(&file, "manager = \"http://file:1\"\ntoken = \"from-file\"\nenvs = 3\nspool_max_mb = 2\nbackend = \"dolphin\"\n").unwrap();
-        let args = RunArgs { manager: Some("http://flag:2".into()), envs: Some(5), spool_dir: Some(dir.path().join("s")), seed: Some(9), config: Some(file.clone()), ..Default::default() };
+        let args = RunArgs {
+            manager: Some("http://flag:2".into()),
+            envs: Some(5),
+            spool_dir: Some(dir.path().join("s")),
+            seed: Some(9),
+            config: Some(file.clone()),
+            ..Default::default()
+        };
         let s = Settings::resolve(args).unwrap();
         assert_eq!((s.manager.as_str(), s.token.as_str(), s.envs, s.seed), ("http://flag:2", "from-file", 5, 9));
         assert_eq!((s.backend, s.spool_limits.max_bytes, s.spool_limits.max_batches), (Backend::Dolphin, 2 << 20, SpoolLimits::default().max_batches));
@@ -619,7 +681,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         // The manager address is unroutable: reaching it would hang, so these errors
         // prove the checks come first.
-        let args = RunArgs { manager: Some("http://192.0.2.1:9".into()), token: Some("t".into()), backend: Some(Backend::Dolphin), spool_dir: Some(dir.path().into()), ..Default::default() };
+        let args = RunArgs {
+            manager: Some("http://192.0.2.1:9".into()),
+            token: Some("t".into()),
+            backend: Some(Backend::Dolphin),
+            spool_dir: Some(dir.path().into()),
+            ..Default::default()
+        };
         let err = run(args.clone()).unwrap_err().to_string();
         assert!(err.contains("--iso PATH"), "{err}");
         let args = RunArgs { iso: Some(dir.path().join("melee.iso")), dolphin: Some("/nonexistent/dolphin-emu-nogui".into()), ..args };

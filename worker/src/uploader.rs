@@ -76,7 +76,13 @@ impl Identity {
 /// The retry schedule: 0.5 s doubling to at most 30 s, with jitter so that a fleet
 /// of workers does not come back in lockstep when the manager does; never gives up.
 pub fn backoff() -> impl Iterator<Item = Duration> {
-    backon::ExponentialBuilder::default().with_min_delay(Duration::from_millis(500)).with_max_delay(Duration::from_secs(30)).with_factor(2.0).with_jitter().without_max_times().build()
+    backon::ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(500))
+        .with_max_delay(Duration::from_secs(30))
+        .with_factor(2.0)
+        .with_jitter()
+        .without_max_times()
+        .build()
 }
 
 /// Overwrite the worker id in an encoded batch's header (bytes 16..20).
@@ -99,7 +105,14 @@ async fn with_spool<T: Send + 'static>(spool: &Arc<Mutex<Spool>>, f: impl FnOnce
 
 /// Encode each batch from the actor (compressed, with a fresh upload id) and spool it.
 /// Returns when the actor has dropped its sender and everything is on disk.
-pub async fn spool_batches(mut rx: tokio::sync::mpsc::Receiver<RawBatch>, spool: Arc<Mutex<Spool>>, identity: Arc<Identity>, stats: Arc<UploadStats>, wake: Arc<Notify>, cancel: tokio_util::sync::CancellationToken) -> anyhow::Result<()> {
+pub async fn spool_batches(
+    mut rx: tokio::sync::mpsc::Receiver<RawBatch>,
+    spool: Arc<Mutex<Spool>>,
+    identity: Arc<Identity>,
+    stats: Arc<UploadStats>,
+    wake: Arc<Notify>,
+    cancel: tokio_util::sync::CancellationToken,
+) -> anyhow::Result<()> {
     while let Some(batch) = rx.recv().await {
         // Backpressure: the simulator plays far faster than one manager trains, and
         // the manager answers 503 when its ingest queue is full. Rather than fill the
@@ -147,7 +160,15 @@ pub enum DrainMode {
 /// Send spooled batches, oldest first, until `stop` fires (mode `Forever`) or the
 /// spool is empty or the manager fails (mode `Flush`). Returns an error only when the
 /// worker must stop (the manager refuses the token).
-pub async fn drain(client: Client, spool: Arc<Mutex<Spool>>, identity: Arc<Identity>, stats: Arc<UploadStats>, wake: Arc<Notify>, stop: tokio_util::sync::CancellationToken, mode: DrainMode) -> anyhow::Result<()> {
+pub async fn drain(
+    client: Client,
+    spool: Arc<Mutex<Spool>>,
+    identity: Arc<Identity>,
+    stats: Arc<UploadStats>,
+    wake: Arc<Notify>,
+    stop: tokio_util::sync::CancellationToken,
+    mode: DrainMode,
+) -> anyhow::Result<()> {
     let mut delays = backoff();
     loop {
         if stop.is_cancelled() {
@@ -180,7 +201,11 @@ pub async fn drain(client: Client, spool: Arc<Mutex<Spool>>, identity: Arc<Ident
             }
             Err(ApiError::Status { status: 401 | 403, message, .. }) => {
                 release(&spool, &entry).await;
-                anyhow::bail!("the manager refused our token ({message}): check --token / SHINE_TOKEN; {} spooled batches are kept in {}", stats.spooled_batches.load(Relaxed), spool.lock().unwrap_or_else(|p| p.into_inner()).dir().display());
+                anyhow::bail!(
+                    "the manager refused our token ({message}): check --token / SHINE_TOKEN; {} spooled batches are kept in {}",
+                    stats.spooled_batches.load(Relaxed),
+                    spool.lock().unwrap_or_else(|p| p.into_inner()).dir().display()
+                );
             }
             Err(e @ ApiError::Status { status: 404, .. }) => {
                 identity.reregister.notify_one();

@@ -54,7 +54,9 @@ fn play(cfg: ActorConfig, epsilon: f64, enough: impl Fn(&[EpisodeReport]) -> boo
     let actor = {
         let (counters, cancel) = (counters.clone(), cancel.clone());
         let io = ActorIo { batches: batch_tx, episodes: ep_tx, models: model_rx, live: None };
-        std::thread::spawn(move || run_actor(cfg, |_| Ok(Scripted::new(MatchSetup::default(), schedule)), Model { net: model(1), version: 1 }, io, counters, cancel))
+        std::thread::spawn(move || {
+            run_actor(cfg, |_| Ok(Scripted::new(MatchSetup::default(), schedule)), Model { net: model(1), version: 1 }, io, counters, cancel)
+        })
     };
     let mut reports = Vec::new();
     while !enough(&reports) {

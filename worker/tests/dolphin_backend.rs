@@ -111,9 +111,12 @@ fn run_with_dolphin_feeds_the_manager_and_restarts_crashed_emulators() {
     let port = free_port();
     let manager = start_manager(dir.path(), port, 1);
     let mut worker = start_worker(dir.path(), port, &["--backend", "dolphin", "--dolphin", peer.to_str().unwrap(), "--iso", scenario.to_str().unwrap()]);
-    wait_for(Duration::from_secs(180), "gameplay from the Dolphin backend, across emulator crashes", || {
-        metric(port, "shine_experiences_total").unwrap_or(0.0) >= 2000.0 && worker.log().matches("environment failed, restarting its episode").count() >= 2
-    }, &manager);
+    wait_for(
+        Duration::from_secs(180),
+        "gameplay from the Dolphin backend, across emulator crashes",
+        || metric(port, "shine_experiences_total").unwrap_or(0.0) >= 2000.0 && worker.log().matches("environment failed, restarting its episode").count() >= 2,
+        &manager,
+    );
     let workers = http_get(port, "/api/v1/workers").unwrap();
     assert!(workers.contains("\"backend\":\"dolphin\""), "the manager lists a dolphin worker: {workers}");
     worker.signal("TERM");
@@ -123,4 +126,3 @@ fn run_with_dolphin_feeds_the_manager_and_restarts_crashed_emulators() {
     assert_eq!(u(&stats, "transitions_uploaded"), u(&stats, "transitions_generated"), "{stats}");
     assert_eq!(metric(port, "shine_experiences_total").unwrap() as u64, u(&stats, "transitions_uploaded"), "the manager counted each transition once");
 }
-

@@ -12,9 +12,16 @@ fn worker_feeds_the_manager_and_plays_its_new_models() {
     let port = free_port();
     let manager = start_manager(dir.path(), port, 1);
     let mut worker = start_worker(dir.path(), port, &[]);
-    wait_for(Duration::from_secs(240), "experiences, train steps and a new model", || {
-        metric(port, "shine_experiences_total").unwrap_or(0.0) >= 2000.0 && metric(port, "shine_train_steps_total").unwrap_or(0.0) > 0.0 && metric(port, "shine_model_version").unwrap_or(0.0) >= 2.0
-    }, &manager);
+    wait_for(
+        Duration::from_secs(240),
+        "experiences, train steps and a new model",
+        || {
+            metric(port, "shine_experiences_total").unwrap_or(0.0) >= 2000.0
+                && metric(port, "shine_train_steps_total").unwrap_or(0.0) > 0.0
+                && metric(port, "shine_model_version").unwrap_or(0.0) >= 2.0
+        },
+        &manager,
+    );
     // The worker polls every 0.5 s: give it time to swap to a newer model.
     wait_for(Duration::from_secs(30), "the worker to play a newer model", || worker.log().contains("playing with a new model"), &worker);
     worker.signal("TERM");
@@ -42,11 +49,16 @@ fn no_transition_is_lost_or_doubled_when_the_manager_restarts() {
     // half a second, as a loaded manager may take a while), then stop the manager.
     worker.signal("STOP");
     let mut first = metric(port, "shine_experiences_total").unwrap() as u64;
-    wait_for(Duration::from_secs(30), "the first manager's count to settle", || {
-        std::thread::sleep(Duration::from_millis(500));
-        let now = metric(port, "shine_experiences_total").unwrap() as u64;
-        std::mem::replace(&mut first, now) == now
-    }, &manager);
+    wait_for(
+        Duration::from_secs(30),
+        "the first manager's count to settle",
+        || {
+            std::thread::sleep(Duration::from_millis(500));
+            let now = metric(port, "shine_experiences_total").unwrap() as u64;
+            std::mem::replace(&mut first, now) == now
+        },
+        &manager,
+    );
     manager.signal("KILL");
     manager.wait(Duration::from_secs(10));
     worker.signal("CONT");
@@ -55,7 +67,12 @@ fn no_transition_is_lost_or_doubled_when_the_manager_restarts() {
     std::thread::sleep(Duration::from_secs(2));
 
     let manager = start_manager(dir.path(), port, 2);
-    wait_for(Duration::from_secs(60), "the worker to deliver its spool to the new manager", || metric(port, "shine_experiences_total").unwrap_or(0.0) > 0.0, &manager);
+    wait_for(
+        Duration::from_secs(60),
+        "the worker to deliver its spool to the new manager",
+        || metric(port, "shine_experiences_total").unwrap_or(0.0) > 0.0,
+        &manager,
+    );
     std::thread::sleep(Duration::from_secs(2));
     worker.signal("TERM");
     assert!(worker.wait(Duration::from_secs(60)).success(), "worker log:\n{}", worker.log());
@@ -83,7 +100,12 @@ fn the_rate_limiter_paces_the_worker_to_the_learner_and_loses_nothing() {
     const RATE_SLACK: f64 = 1024.0;
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let manager = start_manager_with(dir.path(), port, 1, &format!("burn_in = 200\nsamples_per_insert = {RATIO}\nrate_slack = {RATE_SLACK}\ninsert_slack = {INSERT_SLACK}\ningest_queue = 1"));
+    let manager = start_manager_with(
+        dir.path(),
+        port,
+        1,
+        &format!("burn_in = 200\nsamples_per_insert = {RATIO}\nrate_slack = {RATE_SLACK}\ninsert_slack = {INSERT_SLACK}\ningest_queue = 1"),
+    );
     let mut worker = start_worker(dir.path(), port, &[]);
     wait_for(Duration::from_secs(240), "3,000 train steps", || metric(port, "shine_train_steps_total").unwrap_or(0.0) >= 3000.0, &manager);
     // Both sides of the ratio, each read so that the other counter can only have grown

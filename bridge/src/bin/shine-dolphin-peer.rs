@@ -54,7 +54,18 @@ struct Scenario {
 }
 
 fn parse_scenario(text: &str) -> Result<Scenario, String> {
-    let mut s = Scenario { seed: 0, setup: MatchSetup::default(), lockstep: true, fps: 60.0, boot_frames: 10, css_frames: 20, exit_at_start: None, no_ram: false, no_frames: false, crash_after: None };
+    let mut s = Scenario {
+        seed: 0,
+        setup: MatchSetup::default(),
+        lockstep: true,
+        fps: 60.0,
+        boot_frames: 10,
+        css_frames: 20,
+        exit_at_start: None,
+        no_ram: false,
+        no_frames: false,
+        crash_after: None,
+    };
     for line in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
         let (k, v) = line.split_once('=').map(|(k, v)| (k.trim(), v.trim())).ok_or(format!("scenario line {line:?}: expected key = value"))?;
         let bad = |_| format!("scenario line {line:?}: bad value");
@@ -119,7 +130,6 @@ impl Peer {
         self.matches += 1;
         Scene::InGame(Box::new(sim))
     }
-
 
     fn frame(&mut self, pad: &Pad) {
         let quit = [Button::L, Button::R, Button::A, Button::Start].iter().all(|b| pad.pressed(*b));
@@ -223,7 +233,13 @@ fn run() -> Result<(), String> {
     for (port, name) in pipe_ports(&ini) {
         if port == scen.setup.agent_port {
             let path = user.join("Pipes").join(&name);
-            pipe = Some(std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(&path).map_err(|e| format!("opening pipe {}: {e}", path.display()))?);
+            pipe = Some(
+                std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_NONBLOCK)
+                    .open(&path)
+                    .map_err(|e| format!("opening pipe {}: {e}", path.display()))?,
+            );
         }
     }
     let mut pipe = pipe.ok_or("GCPadNew.ini maps no pipe to the agent's port")?;

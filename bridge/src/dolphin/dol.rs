@@ -241,7 +241,7 @@ mod tests {
             &[
                 (1, 0x6, 0x8000_3100, code.clone()),
                 (1, 0x3, 0x8000_4000, data.clone()),
-                (8, 0x3, 0x8000_5000, vec![0; 64]),   // .bss: no file bytes are taken
+                (8, 0x3, 0x8000_5000, vec![0; 64]),  // .bss: no file bytes are taken
                 (1, 0x0, 0, b"not loaded".to_vec()), // .comment: not SHF_ALLOC
             ],
         );

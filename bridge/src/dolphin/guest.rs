@@ -80,7 +80,15 @@ mod tests {
         for good in ["/dev/shm/dolphin-emu.1234 (deleted)", "/dev/shm/dolphin-emu.7", "/dev/shm/dolphinmem.3 (deleted)", "/dev/shm/dolphinmem0"] {
             assert!(is_guest_ram_name(good), "{good}");
         }
-        for bad in ["/dev/shm/dolphin-emu.12x (deleted)", "/tmp/dolphin-emu.12", "/dev/shm/other.1", "socket:[123]", "/dev/shm/dolphin-emu.1/x", "/dev/shm/dolphin-emu.", ""] {
+        for bad in [
+            "/dev/shm/dolphin-emu.12x (deleted)",
+            "/tmp/dolphin-emu.12",
+            "/dev/shm/other.1",
+            "socket:[123]",
+            "/dev/shm/dolphin-emu.1/x",
+            "/dev/shm/dolphin-emu.",
+            "",
+        ] {
             assert!(!is_guest_ram_name(bad), "{bad}");
         }
     }

@@ -80,7 +80,14 @@ pub struct MenuGoal {
 
 impl Default for MenuGoal {
     fn default() -> Self {
-        MenuGoal { agent_port: 1, opponent_port: 0, cpu_level: 9, agent_character: character::FOX, cpu_character: character::MARTH, stage: css::FINAL_DESTINATION }
+        MenuGoal {
+            agent_port: 1,
+            opponent_port: 0,
+            cpu_level: 9,
+            agent_character: character::FOX,
+            cpu_character: character::MARTH,
+            stage: css::FINAL_DESTINATION,
+        }
     }
 }
 
@@ -101,7 +108,10 @@ pub enum Screen {
     InGame,
     PostGame,
     /// Not versus mode (title, main menu, a loading scene): wait.
-    Other { major: u8, minor: u8 },
+    Other {
+        major: u8,
+        minor: u8,
+    },
 }
 
 pub fn screen(ram: RamView) -> Result<Screen, RamError> {

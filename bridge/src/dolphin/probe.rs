@@ -51,7 +51,9 @@ pub fn build(dir: &Path) -> Result<PathBuf, ProbeBuildError> {
         .arg(&elf)
         .arg(&src)
         .output()
-        .map_err(|e| if e.kind() == std::io::ErrorKind::NotFound { ProbeBuildError::NoCompiler } else { ProbeBuildError::Io { path: src.clone(), source: e } })?;
+        .map_err(
+            |e| if e.kind() == std::io::ErrorKind::NotFound { ProbeBuildError::NoCompiler } else { ProbeBuildError::Io { path: src.clone(), source: e } },
+        )?;
     if !out.status.success() {
         return Err(ProbeBuildError::Compile { status: out.status.to_string(), stderr: String::from_utf8_lossy(&out.stderr).into_owned() });
     }
@@ -94,7 +96,13 @@ pub struct ProbeState {
 pub fn read(ram: RamView) -> Result<ProbeState, RamError> {
     let h = ram.u32(MAILBOX + MB_INBUFH)?;
     let l = ram.u32(MAILBOX + MB_INBUFL)?;
-    Ok(ProbeState { magic: ram.u32(MAILBOX)?, frames: ram.u32(MAILBOX + MB_FRAMES)?, loops: ram.u32(MAILBOX + MB_LOOPS)?, pad: ProbePad::from_words(h, l), raw: (h, l) })
+    Ok(ProbeState {
+        magic: ram.u32(MAILBOX)?,
+        frames: ram.u32(MAILBOX + MB_FRAMES)?,
+        loops: ram.u32(MAILBOX + MB_LOOPS)?,
+        pad: ProbePad::from_words(h, l),
+        raw: (h, l),
+    })
 }
 
 #[cfg(test)]
@@ -104,7 +112,11 @@ mod tests {
     #[test]
     fn decodes_the_reference_observations() {
         // Reference, section 5: nothing pressed; A + main stick right; B + stick down + L.
-        assert_eq!(ProbePad::from_words(0x0080_8080, 0x8080_0000), ProbePad { buttons: 0x0080, main: (0x80, 0x80), c: (0x80, 0x80), l: 0, r: 0 }, "byte 1 bit 0x80 is always set");
+        assert_eq!(
+            ProbePad::from_words(0x0080_8080, 0x8080_0000),
+            ProbePad { buttons: 0x0080, main: (0x80, 0x80), c: (0x80, 0x80), l: 0, r: 0 },
+            "byte 1 bit 0x80 is always set"
+        );
         let p = ProbePad::from_words(0x0180_FF80, 0x8080_0000);
         assert_eq!((p.buttons, p.main), (0x0180, (0xFF, 0x80)));
         let p = ProbePad::from_words(0x0280_8001, 0x8080_FF00);
@@ -113,7 +125,15 @@ mod tests {
 
     #[test]
     fn mailbox_constants_match_the_c_source() {
-        for needle in ["#define MAILBOX 0x80400000u", "#define MB_FRAMES 0x04", "#define MB_LOOPS 0x08", "#define MB_INBUFH 0x0C", "#define MB_INBUFL 0x10", "0x53484E50u", "#define MELEE_FRAME_COUNTER 0x80479D60u"] {
+        for needle in [
+            "#define MAILBOX 0x80400000u",
+            "#define MB_FRAMES 0x04",
+            "#define MB_LOOPS 0x08",
+            "#define MB_INBUFH 0x0C",
+            "#define MB_INBUFL 0x10",
+            "0x53484E50u",
+            "#define MELEE_FRAME_COUNTER 0x80479D60u",
+        ] {
             assert!(SOURCE.contains(needle), "probe.c and probe.rs disagree: {needle}");
         }
     }

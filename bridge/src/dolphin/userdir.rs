@@ -185,7 +185,19 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let u = UserDir::create(dir.path(), &spec()).unwrap();
         let ini = std::fs::read_to_string(dir.path().join("Config/Dolphin.ini")).unwrap();
-        for line in ["CPUCore = 1", "Fastmem = True", "DSPHLE = True", "EnableCheats = True", "SIDevice0 = 6", "SIDevice1 = 6", "SIDevice2 = 0", "EmulationSpeed = 0.0", "Backend = No Audio Output", "GFXBackend = Null", "BackgroundInput = True"] {
+        for line in [
+            "CPUCore = 1",
+            "Fastmem = True",
+            "DSPHLE = True",
+            "EnableCheats = True",
+            "SIDevice0 = 6",
+            "SIDevice1 = 6",
+            "SIDevice2 = 0",
+            "EmulationSpeed = 0.0",
+            "Backend = No Audio Output",
+            "GFXBackend = Null",
+            "BackgroundInput = True",
+        ] {
             assert!(ini.lines().any(|l| l == line), "Dolphin.ini lacks {line:?}:\n{ini}");
         }
         let pad = std::fs::read_to_string(dir.path().join("Config/GCPadNew.ini")).unwrap();

@@ -31,11 +31,7 @@ pub fn macros() -> [Vec<Pad>; 5] {
     let rep = |p: Pad, k: usize| std::iter::repeat_n(p, k);
     [
         vec![n],
-        rep(Pad { main: down, ..n.with(Button::B) }, 1)
-            .chain(rep(Pad { main: down, ..n }, 2))
-            .chain(rep(n.with(Button::X), 1))
-            .chain(rep(n, 4))
-            .collect(),
+        rep(Pad { main: down, ..n.with(Button::B) }, 1).chain(rep(Pad { main: down, ..n }, 2)).chain(rep(n.with(Button::X), 1)).chain(rep(n, 4)).collect(),
         rep(shield_down, 10).chain(rep(n, 12)).collect(),
         rep(roll(0.0), 10).chain(rep(n, 20)).collect(),
         rep(roll(1.0), 10).chain(rep(n, 20)).collect(),

@@ -168,19 +168,13 @@ impl Cpu {
         }
         if me.on_halo() {
             // Step off the platform after a moment.
-            return if me.action() == act::ON_HALO_WAIT && me.action_frame() > 20 {
-                Pad::NEUTRAL.with_main(0.5, 0.0)
-            } else {
-                Pad::NEUTRAL
-            };
+            return if me.action() == act::ON_HALO_WAIT && me.action_frame() > 20 { Pad::NEUTRAL.with_main(0.5, 0.0) } else { Pad::NEUTRAL };
         }
         if me.airborne() {
             return self.air(me, seen, bot_stats);
         }
-        if !matches!(
-            me.action(),
-            act::WAIT | act::WALK_SLOW | act::WALK_MIDDLE | act::WALK_FAST | act::TURNING | act::DASHING | act::RUNNING | act::CROUCHING
-        ) {
+        if !matches!(me.action(), act::WAIT | act::WALK_SLOW | act::WALK_MIDDLE | act::WALK_FAST | act::TURNING | act::DASHING | act::RUNNING | act::CROUCHING)
+        {
             return Pad::NEUTRAL;
         }
         if rng.random::<f32>() < self.params.idle_chance / 60.0 {
@@ -198,12 +192,7 @@ impl Cpu {
         let toward = if dx < 0.0 { -1.0 } else { 1.0 };
 
         // The bot in the air above: anti-air.
-        if seen.airborne
-            && seen.y > 6.0
-            && dx.abs() < 18.0
-            && me.facing() == toward
-            && self.reaches(me, Attack::Utilt, seen, bot_stats, 0.0)
-        {
+        if seen.airborne && seen.y > 6.0 && dx.abs() < 18.0 && me.facing() == toward && self.reaches(me, Attack::Utilt, seen, bot_stats, 0.0) {
             return self.attack(Attack::Utilt, me, rng);
         }
         let plan = match self.plan {
@@ -237,11 +226,7 @@ impl Cpu {
                 let hold_for_punish = self.punishing && self.dodge_left(seen) > self.startup(me, attack);
                 if (in_range || baited) && !hold_for_punish {
                     if rng.random::<f32>() < self.params.attack_chance {
-                        let a = if rng.random::<f32>() < self.params.accuracy {
-                            attack
-                        } else {
-                            GROUND_CHOICES[rng.random_range(0..GROUND_CHOICES.len())].0
-                        };
+                        let a = if rng.random::<f32>() < self.params.accuracy { attack } else { GROUND_CHOICES[rng.random_range(0..GROUND_CHOICES.len())].0 };
                         return self.attack(a, me, rng);
                     }
                     return Pad::NEUTRAL;

@@ -862,10 +862,8 @@ impl Fighter {
         self.fastfall = false;
         self.vy = 0.0;
         self.kb_vy = 0.0;
-        let aerial_lag = self
-            .attack
-            .filter(|a| a.is_aerial() && self.is_attack_state())
-            .and_then(|a| Some((a.landing_action()?, self.stats.moves.get(a)?.landing_lag)));
+        let aerial_lag =
+            self.attack.filter(|a| a.is_aerial() && self.is_attack_state()).and_then(|a| Some((a.landing_action()?, self.stats.moves.get(a)?.landing_lag)));
         if let Some((landing, lag)) = aerial_lag {
             self.attack = None;
             self.enter_len(landing, lag);
@@ -941,8 +939,7 @@ impl Fighter {
 
     /// Hitboxes this fighter has out this frame (none once its attack connected).
     pub fn active_hitboxes(&self) -> impl Iterator<Item = &'static super::attacks::Hitbox> + '_ {
-        let live =
-            self.is_attack_state() && !self.attack_connected && !self.charging || self.action == act::DOWN_B_AIR && !self.attack_connected;
+        let live = self.is_attack_state() && !self.attack_connected && !self.charging || self.action == act::DOWN_B_AIR && !self.attack_connected;
         let frame = self.frame;
         self.attack_data().filter(|_| live).into_iter().flat_map(move |d| d.hitboxes.iter().filter(move |h| h.active(frame)))
     }

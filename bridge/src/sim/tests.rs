@@ -25,8 +25,7 @@ fn opp_view(sim: &Sim) -> FighterView<'_> {
 fn pad_at(i: usize) -> Pad {
     let all = macros();
     let flat: Vec<Pad> = all.iter().flatten().copied().collect();
-    let extra =
-        [Pad::NEUTRAL.with(Button::A), Pad::NEUTRAL.with_main(1.0, 0.5), Pad::NEUTRAL.with(Button::X), Pad::NEUTRAL.with_main(0.0, 0.5)];
+    let extra = [Pad::NEUTRAL.with(Button::A), Pad::NEUTRAL.with_main(1.0, 0.5), Pad::NEUTRAL.with(Button::X), Pad::NEUTRAL.with_main(0.0, 0.5)];
     if (i / 97) % 5 == 4 {
         extra[(i / 7) % extra.len()]
     } else {

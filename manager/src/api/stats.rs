@@ -2,10 +2,10 @@
 //! time T, for incremental polling), the current values, and the workers.
 
 use super::Reader;
+use crate::error::{ApiError, ApiResult};
 use crate::fleet::WorkerView;
 use crate::state::AppState;
 use crate::stats::{self, Sample};
-use crate::error::{ApiError, ApiResult};
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::routing::get;

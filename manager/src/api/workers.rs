@@ -15,10 +15,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/workers", post(register).get(list))
-        .route("/workers/{id}/heartbeat", post(heartbeat))
-        .route("/episodes", post(episodes))
+    Router::new().route("/workers", post(register).get(list)).route("/workers/{id}/heartbeat", post(heartbeat)).route("/episodes", post(episodes))
 }
 
 /// Everything a worker needs to start (docs/api.md).
@@ -101,7 +98,10 @@ const MAX_EPISODES: usize = 10_000;
 async fn episodes(State(s): State<AppState>, _: Writer, ApiJson(body): ApiJson<Episodes>) -> ApiResult<Json<serde_json::Value>> {
     // Validate all before taking any (bad input changes nothing).
     if body.episodes.len() > MAX_EPISODES {
-        return Err(ApiError::Unprocessable { code: "too_many_episodes", message: format!("{} episodes in one request; at most {MAX_EPISODES}", body.episodes.len()) });
+        return Err(ApiError::Unprocessable {
+            code: "too_many_episodes",
+            message: format!("{} episodes in one request; at most {MAX_EPISODES}", body.episodes.len()),
+        });
     }
     if let Some((i, _)) = body.episodes.iter().enumerate().find(|(_, e)| !e.reward.is_finite()) {
         return Err(ApiError::Unprocessable { code: "not_finite", message: format!("episode {i}: reward is not a finite number") });
