@@ -18,7 +18,7 @@
 //! |---|---|
 //! | `seed` | seed of the first match; match k uses seed + k (0) |
 //! | `cpu_level`, `agent_port`, `opponent_port` | the match setup (9, 1, 0) |
-//! | `pace` | `lockstep`: one frame per `FLUSH` (Slippi's blocking pipes); `free`: `fps` frames a second whatever the bot does, like upstream Dolphin (lockstep) |
+//! | `pace` | `lockstep`: one frame per `FLUSH` once a bot has connected to the pipe (Slippi's blocking pipes; before that the boot runs free at `fps` and waits on its last frame); `free`: `fps` frames a second whatever the bot does, like upstream Dolphin (lockstep) |
 //! | `fps` | frames per second when free-running (60) |
 //! | `boot_frames` | frames ticked on their own before the first match (10) |
 //! | `css_frames` | frames on character select after a quit (20) |
@@ -118,6 +118,8 @@ struct Peer {
     matches: u64,
     frame: u32,
     watcher: Option<(std::os::unix::net::UnixDatagram, PathBuf, Vec<u32>)>,
+    /// A bot has connected to the pipe (lock-step: no free frames from then on).
+    driven: bool,
 }
 
 const fn off(a: u32) -> usize {
@@ -135,6 +137,9 @@ impl Peer {
         let quit = [Button::L, Button::R, Button::A, Button::Start].iter().all(|b| pad.pressed(*b));
         let scene = std::mem::replace(&mut self.scene, Scene::Css(0));
         self.scene = match scene {
+            // Lock-step, the title screen waits for a bot: the match must start on
+            // one of its frames, not run free before it looks.
+            Scene::Boot(0) if self.scen.lockstep && !self.driven => Scene::Boot(0),
             Scene::Boot(0) => self.new_match(),
             Scene::Boot(n) => Scene::Boot(n - 1),
             Scene::InGame(_) if quit => Scene::Css(self.scen.css_frames),
@@ -242,7 +247,7 @@ fn run() -> Result<(), String> {
             );
         }
     }
-    let mut pipe = pipe.ok_or("GCPadNew.ini maps no pipe to the agent's port")?;
+    let pipe = pipe.ok_or("GCPadNew.ini maps no pipe to the agent's port")?;
     if scen.no_ram {
         eprintln!("peer: not exposing RAM, as the scenario asks");
         loop {
@@ -264,7 +269,7 @@ fn run() -> Result<(), String> {
         Err(_) => None,
     };
     let boot = scen.boot_frames;
-    let mut peer = Peer { ram, scen, scene: Scene::Boot(boot), matches: 0, frame: 0, watcher };
+    let mut peer = Peer { ram, scen, scene: Scene::Boot(boot), matches: 0, frame: 0, watcher, driven: false };
     if peer.scen.no_frames {
         eprintln!("peer: never ticking, as the scenario asks");
         loop {
@@ -272,44 +277,24 @@ fn run() -> Result<(), String> {
         }
     }
     let period = Duration::from_secs_f64(1.0 / peer.scen.fps.max(1.0));
-    let mut pad = Pad::NEUTRAL;
-    let mut partial = String::new();
-    let mut buf = [0u8; 4096];
+    let mut input = Input { pipe, pad: Pad::NEUTRAL, partial: String::new(), buf: [0u8; 4096] };
     let mut next_free = Instant::now() + period;
     let mut frames = 0u64;
     loop {
-        let mut flushes = 0u32;
-        let mut got = false;
-        loop {
-            match pipe.read(&mut buf) {
-                Ok(0) => break, // no writer (yet): EOF on a FIFO
-                Ok(n) => {
-                    got = true;
-                    partial.push_str(&String::from_utf8_lossy(&buf[..n]));
-                    while let Some(i) = partial.find('\n') {
-                        let line: String = partial.drain(..=i).collect();
-                        match parse_line(&line) {
-                            Ok(Command::Flush) if peer.scen.lockstep => {
-                                // Lock-step: this frame runs with the pad as it stands.
-                                peer.frame(&pad);
-                                frames += 1;
-                                flushes += 1;
-                            }
-                            Ok(c) => pad.apply(c),
-                            // Dolphin ignores lines it does not understand; so do we.
-                            Err(e) => eprintln!("peer: {e}"),
-                        }
-                    }
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                Err(e) => return Err(format!("reading the pipe: {e}")),
+        let (got, flushes) = input.drain(&mut peer, &mut frames)?;
+        // Free-running (upstream Dolphin), or lock-step but nobody connected yet (the
+        // game runs before anyone plays). Right before a free frame, look at the pipe
+        // once more: a bot that has just connected must never see a free frame after
+        // it sent its first pad, or it would take that frame for its own and run one
+        // frame behind from then on.
+        let free = |peer: &Peer| !peer.scen.lockstep || !peer.driven;
+        if free(&peer) && Instant::now() >= next_free {
+            let (more, _) = input.drain(&mut peer, &mut frames)?;
+            if !more && free(&peer) {
+                let pad = input.pad;
+                peer.frame(&pad);
+                frames += 1;
             }
-        }
-        let booting = matches!(peer.scene, Scene::Boot(_));
-        // Free-running (upstream Dolphin), or booting (the game runs before anyone plays).
-        if (!peer.scen.lockstep || booting) && Instant::now() >= next_free {
-            peer.frame(&pad);
-            frames += 1;
             next_free += period;
         }
         if let Some(n) = peer.scen.crash_after {
@@ -321,6 +306,53 @@ fn run() -> Result<(), String> {
         if !got && flushes == 0 {
             std::thread::sleep(Duration::from_micros(50));
         }
+    }
+}
+
+/// The controller pipe's reading end and the pad as the lines so far set it.
+struct Input {
+    pipe: std::fs::File,
+    pad: Pad,
+    partial: String,
+    buf: [u8; 4096],
+}
+
+impl Input {
+    /// Read what is in the pipe: apply pad lines, and in lock-step run one frame per
+    /// `FLUSH`. Returns whether anything came, and how many frames ran. A writer that
+    /// is connected (no EOF) makes the peer driven: lock-step from then on.
+    fn drain(&mut self, peer: &mut Peer, frames: &mut u64) -> Result<(bool, u32), String> {
+        let (mut got, mut flushes) = (false, 0u32);
+        loop {
+            match self.pipe.read(&mut self.buf) {
+                Ok(0) => break, // no writer (yet): EOF on a FIFO
+                Ok(n) => {
+                    got = true;
+                    peer.driven = true;
+                    self.partial.push_str(&String::from_utf8_lossy(&self.buf[..n]));
+                    while let Some(i) = self.partial.find('\n') {
+                        let line: String = self.partial.drain(..=i).collect();
+                        match parse_line(&line) {
+                            Ok(Command::Flush) if peer.scen.lockstep => {
+                                // Lock-step: this frame runs with the pad as it stands.
+                                peer.frame(&self.pad);
+                                *frames += 1;
+                                flushes += 1;
+                            }
+                            Ok(c) => self.pad.apply(c),
+                            // Dolphin ignores lines it does not understand; so do we.
+                            Err(e) => eprintln!("peer: {e}"),
+                        }
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    peer.driven = true; // a writer is connected, with nothing to say yet
+                    break;
+                }
+                Err(e) => return Err(format!("reading the pipe: {e}")),
+            }
+        }
+        Ok((got, flushes))
     }
 }
 

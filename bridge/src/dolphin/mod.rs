@@ -216,7 +216,7 @@ impl Drop for Dolphin {
 }
 
 impl Dolphin {
-    /// Start Dolphin and wait until it runs: RAM mapped, pipe open, frames ticking.
+    /// Start Dolphin and wait until it runs: RAM mapped, frames ticking, pipe open.
     pub fn launch(cfg: DolphinConfig) -> Result<Dolphin, DolphinError> {
         let exe = process::find_executable(cfg.executable.as_deref())?;
         if !cfg.image.is_file() {
@@ -231,37 +231,30 @@ impl Dolphin {
         };
         let spec = userdir_spec(&cfg);
         let dir = userdir::UserDir::create(&root, &spec)?;
-        let run = start(&exe, &dir, &cfg)?;
+        let (run, first_frame) = start(&exe, &dir, &cfg)?;
         let setup = cfg.setup;
         let owned_dir = cfg.user_dir.is_none();
-        let mut d = Dolphin {
+        Ok(Dolphin {
             cfg,
             exe,
             dir,
             run,
             setup,
-            last_frame: 0,
+            last_frame: first_frame,
             stats: TickStats { launches: 1, ..TickStats::default() },
             played: false,
             watch_buf: vec![0; 4096],
             owned_dir,
-        };
-        if d.cfg.require_ticks {
-            d.wait_for_frames()?;
-        }
-        Ok(d)
+        })
     }
 
     /// Kill Dolphin and start it again (after a crash, or on request).
     pub fn restart(&mut self) -> Result<(), DolphinError> {
         self.run.proc.kill();
         self.dir = userdir::UserDir::create(&self.dir.root, &userdir_spec(&self.cfg))?;
-        self.run = start(&self.exe, &self.dir, &self.cfg)?;
+        (self.run, self.last_frame) = start(&self.exe, &self.dir, &self.cfg)?;
         self.stats.launches += 1;
         self.played = false;
-        if self.cfg.require_ticks {
-            self.wait_for_frames()?;
-        }
         Ok(())
     }
 
@@ -292,52 +285,29 @@ impl Dolphin {
     }
 
     fn read_counter(&self) -> Result<u32, DolphinError> {
-        let off = (addr::FRAME_COUNTER - addr::MEM1_BASE) as usize;
-        let len = self.run.ram.bytes().len();
-        self.run.ram.load_u32_be(off).ok_or(DolphinError::Ram(RamError::OutOfRange {
-            addr: addr::FRAME_COUNTER,
-            len: 4,
-            start: addr::MEM1_BASE,
-            end: addr::MEM1_BASE as u64 + len as u64,
-        }))
+        frame_counter(&self.run.ram)
     }
 
-    /// After launch: wait until the frame counter moves, proving the game runs.
-    fn wait_for_frames(&mut self) -> Result<(), DolphinError> {
-        let start = Instant::now();
-        let first = self.read_counter()?;
-        loop {
-            self.check_alive().map_err(|e| match e {
-                DolphinError::Died { status, log_path, log } => DolphinError::ExitedEarly { status, log_path, log },
-                e => e,
-            })?;
-            let now = self.read_counter()?;
-            if now != first {
-                self.last_frame = now;
-                return Ok(());
-            }
-            if start.elapsed() > self.cfg.boot_timeout {
-                return Err(DolphinError::NoFrames { counter: addr::FRAME_COUNTER, waited: self.cfg.boot_timeout, log: self.run.proc.log_tail(20) });
-            }
-            std::thread::sleep(Duration::from_millis(2));
+    /// The newest frame number the tick source has shown (the last tick's when a
+    /// MemoryWatcher has sent nothing new).
+    fn poll_frame(&mut self) -> Result<u32, DolphinError> {
+        match &self.run.watcher {
+            None => self.read_counter(),
+            Some(sock) => match recv_latest(sock, &mut self.watch_buf) {
+                Ok(v) => Ok(v.unwrap_or(self.last_frame)),
+                Err(source) => Err(DolphinError::Watcher { path: self.dir.watcher_socket.clone().unwrap_or_default(), source }),
+            },
         }
     }
 
-    /// Wait for the next frame tick; returns how many frames ran on the old pad before
-    /// it (0 in lock-step).
-    fn tick(&mut self) -> Result<u64, DolphinError> {
+    /// Wait for the frame after `before`; returns how many frames ran on the old pad
+    /// (0 in lock-step).
+    fn tick(&mut self, before: u32) -> Result<u64, DolphinError> {
         let start = Instant::now();
         let mut spins = 0u32;
         let now = loop {
-            let now = match &self.run.watcher {
-                None => self.read_counter()?,
-                Some(sock) => match recv_latest(sock, &mut self.watch_buf) {
-                    Ok(Some(v)) => v,
-                    Ok(None) => self.last_frame,
-                    Err(source) => return Err(DolphinError::Watcher { path: self.dir.watcher_socket.clone().unwrap_or_default(), source }),
-                },
-            };
-            if now != self.last_frame {
+            let now = self.poll_frame()?;
+            if now != before {
                 break now;
             }
             if start.elapsed() > self.cfg.frame_timeout {
@@ -353,21 +323,23 @@ impl Dolphin {
                 std::thread::sleep(Duration::from_micros(100));
             }
         };
-        let delta = now.wrapping_sub(self.last_frame);
         self.stats.ticks += 1;
         self.last_frame = now;
-        // A forward jump of more than one frame means frames ran on the old pad. A
-        // "backward" jump is the counter being reset (a new game), not skipping.
-        Ok(if delta > 1 && delta < 1 << 30 { u64::from(delta - 1) } else { 0 })
+        Ok(frames_from(before, now).saturating_sub(1))
     }
 
     /// Hold `pad` for the next frame: one write, then wait for the frame to end.
-    /// Returns the frames that ran on the previous pad meanwhile.
+    /// Returns the frames that ran on the previous pad since the last tick.
     pub fn step_pad(&mut self, pad: &Pad) -> Result<u64, DolphinError> {
         self.check_alive()?;
+        // Which frame is on now, read right before the write: a frame that ran since
+        // the last tick must not be taken for the one our pad makes (free-running
+        // Dolphin; a blocking-pipe Dolphin running its boot before we connected).
+        let before = self.poll_frame()?;
+        let ran_meanwhile = frames_from(self.last_frame, before);
         let timeout = self.cfg.frame_timeout;
         self.run.pipe.send(pad, true, timeout)?;
-        self.tick()
+        Ok(ran_meanwhile + self.tick(before)?)
     }
 
     /// Run the menus until a fresh match is on (Melee only).
@@ -400,9 +372,10 @@ fn userdir_spec(cfg: &DolphinConfig) -> userdir::UserDirSpec {
     }
 }
 
-/// Launch Dolphin, then find and map its RAM and open the pipe, each with the boot
-/// timeout and each failing early if Dolphin exits.
-fn start(exe: &Path, dir: &userdir::UserDir, cfg: &DolphinConfig) -> Result<Running, DolphinError> {
+/// Launch Dolphin, then find and map its RAM, see frames tick (when required) and open
+/// the pipe, each with the boot timeout and each failing early if Dolphin exits.
+/// Returns the frame counter as last seen.
+fn start(exe: &Path, dir: &userdir::UserDir, cfg: &DolphinConfig) -> Result<(Running, u32), DolphinError> {
     // The MemoryWatcher client binds the socket; Dolphin only sends to it.
     let watcher = match &dir.watcher_socket {
         None => None,
@@ -439,11 +412,54 @@ fn start(exe: &Path, dir: &userdir::UserDir, cfg: &DolphinConfig) -> Result<Runn
         }
         std::thread::sleep(Duration::from_millis(5));
     };
+    // Frames first, then the pipe: a Dolphin with blocking pipes (Slippi's, and the
+    // test peer) runs free only until a writer connects, so the game must be seen
+    // running before we connect.
+    let first_frame = if cfg.require_ticks {
+        let waiting = Instant::now();
+        let first = frame_counter(&ram)?;
+        loop {
+            early(&mut proc)?;
+            let now = frame_counter(&ram)?;
+            if now != first {
+                break now;
+            }
+            if waiting.elapsed() > cfg.boot_timeout {
+                return Err(DolphinError::NoFrames { counter: addr::FRAME_COUNTER, waited: cfg.boot_timeout, log: proc.log_tail(20) });
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    } else {
+        frame_counter(&ram)?
+    };
     let left = cfg.boot_timeout.saturating_sub(started.elapsed()).max(Duration::from_secs(1));
     let pipe = PadPipe::open(&dir.pipe, left, || {
         early(&mut proc).map_err(|e| PipeError::Io { path: dir.pipe.clone(), source: std::io::Error::other(e.to_string()) })
     })?;
-    Ok(Running { pipe, ram, watcher, proc })
+    Ok((Running { pipe, ram, watcher, proc }, first_frame))
+}
+
+/// Melee's frame counter in mapped guest RAM.
+fn frame_counter(ram: &MappedRam) -> Result<u32, DolphinError> {
+    let off = (addr::FRAME_COUNTER - addr::MEM1_BASE) as usize;
+    let len = ram.bytes().len();
+    ram.load_u32_be(off).ok_or(DolphinError::Ram(RamError::OutOfRange {
+        addr: addr::FRAME_COUNTER,
+        len: 4,
+        start: addr::MEM1_BASE,
+        end: addr::MEM1_BASE as u64 + len as u64,
+    }))
+}
+
+/// Frames from counter value `from` to `to`: 0 for a counter that went back (a new
+/// game resets it), which is not skipping.
+fn frames_from(from: u32, to: u32) -> u64 {
+    let d = to.wrapping_sub(from);
+    if d < 1 << 30 {
+        u64::from(d)
+    } else {
+        0
+    }
 }
 
 /// Drain the MemoryWatcher socket; the frame counter value from the latest datagram
