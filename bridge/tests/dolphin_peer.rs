@@ -132,6 +132,26 @@ fn a_free_running_emulator_skips_frames_and_they_are_counted() {
 }
 
 #[test]
+fn a_free_running_emulator_ticked_by_memory_watcher_moves_on_every_step() {
+    // Datagrams of the frames that ran while the bot thought are drained before its
+    // pad goes out; each step must then wait for a newer frame, never settle for one
+    // it had already seen.
+    let setup = MatchSetup::default();
+    let mut c = case("freemw", "pace = free\nfps = 60\n", setup);
+    c.cfg.tick = TickSource::MemoryWatcher;
+    let mut d = Dolphin::launch(c.cfg.clone()).unwrap_or_else(|e| panic!("{e}"));
+    d.reset(setup, 0).unwrap();
+    let (before, mut last) = (d.skipped_frames(), d.frame());
+    for step in 0..20 {
+        std::thread::sleep(Duration::from_millis(40)); // two to three frames at 60 fps
+        d.step(&Pad::NEUTRAL).unwrap();
+        assert!(d.frame() > last, "step {step}: frame {} after {last}", d.frame());
+        last = d.frame();
+    }
+    assert!(d.skipped_frames() - before >= 20, "slow steps skip frames: {:?}", d.stats());
+}
+
+#[test]
 fn a_crashed_emulator_is_reported_and_restarted_by_reset() {
     let setup = MatchSetup::default();
     let c = case("crash", "crash_after = 60\n", setup);

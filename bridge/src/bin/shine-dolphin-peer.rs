@@ -283,14 +283,16 @@ fn run() -> Result<(), String> {
     loop {
         let (got, flushes) = input.drain(&mut peer, &mut frames)?;
         // Free-running (upstream Dolphin), or lock-step but nobody connected yet (the
-        // game runs before anyone plays). Right before a free frame, look at the pipe
-        // once more: a bot that has just connected must never see a free frame after
-        // it sent its first pad, or it would take that frame for its own and run one
-        // frame behind from then on.
+        // game runs before anyone plays). Lock-step, look at the pipe once more right
+        // before a free frame: a bot that has just connected must never see a free
+        // frame after it sent its first pad, or it would take that frame for its own
+        // and run one frame behind from then on.
         let free = |peer: &Peer| !peer.scen.lockstep || !peer.driven;
         if free(&peer) && Instant::now() >= next_free {
-            let (more, _) = input.drain(&mut peer, &mut frames)?;
-            if !more && free(&peer) {
+            if peer.scen.lockstep {
+                input.drain(&mut peer, &mut frames)?;
+            }
+            if free(&peer) {
                 let pad = input.pad;
                 peer.frame(&pad);
                 frames += 1;

@@ -300,9 +300,10 @@ impl Dolphin {
         }
     }
 
-    /// Wait for the frame after `before`; returns how many frames ran on the old pad
-    /// (0 in lock-step).
-    fn tick(&mut self, before: u32) -> Result<u64, DolphinError> {
+    /// Wait for the frame after the last one seen; returns how many frames ran on the
+    /// old pad before it (0 in lock-step).
+    fn tick(&mut self) -> Result<u64, DolphinError> {
+        let before = self.last_frame;
         let start = Instant::now();
         let mut spins = 0u32;
         let now = loop {
@@ -337,9 +338,10 @@ impl Dolphin {
         // Dolphin; a blocking-pipe Dolphin running its boot before we connected).
         let before = self.poll_frame()?;
         let ran_meanwhile = frames_from(self.last_frame, before);
+        self.last_frame = before;
         let timeout = self.cfg.frame_timeout;
         self.run.pipe.send(pad, true, timeout)?;
-        Ok(ran_meanwhile + self.tick(before)?)
+        Ok(ran_meanwhile + self.tick()?)
     }
 
     /// Run the menus until a fresh match is on (Melee only).
