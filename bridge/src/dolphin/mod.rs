@@ -284,16 +284,13 @@ impl Dolphin {
         }
     }
 
-    fn read_counter(&self) -> Result<u32, DolphinError> {
-        frame_counter(&self.run.ram)
-    }
-
     /// The newest frame number the tick source has shown (the last tick's when a
-    /// MemoryWatcher has sent nothing new).
-    fn poll_frame(&mut self) -> Result<u32, DolphinError> {
+    /// MemoryWatcher has sent nothing new). `wait`: give a MemoryWatcher its socket's
+    /// short timeout to send something; without it, only what has already arrived.
+    fn poll_frame(&mut self, wait: bool) -> Result<u32, DolphinError> {
         match &self.run.watcher {
-            None => self.read_counter(),
-            Some(sock) => match recv_latest(sock, &mut self.watch_buf) {
+            None => frame_counter(&self.run.ram),
+            Some(sock) => match recv_latest(sock, &mut self.watch_buf, wait) {
                 Ok(v) => Ok(v.unwrap_or(self.last_frame)),
                 Err(source) => Err(DolphinError::Watcher { path: self.dir.watcher_socket.clone().unwrap_or_default(), source }),
             },
@@ -307,7 +304,7 @@ impl Dolphin {
         let start = Instant::now();
         let mut spins = 0u32;
         let now = loop {
-            let now = self.poll_frame()?;
+            let now = self.poll_frame(true)?;
             if now != before {
                 break now;
             }
@@ -336,7 +333,9 @@ impl Dolphin {
         // Which frame is on now, read right before the write: a frame that ran since
         // the last tick must not be taken for the one our pad makes (free-running
         // Dolphin; a blocking-pipe Dolphin running its boot before we connected).
-        let before = self.poll_frame()?;
+        // (Without waiting: in lock-step nothing new has come, and a wait here would
+        // cost every frame the socket's timeout.)
+        let before = self.poll_frame(false)?;
         let ran_meanwhile = frames_from(self.last_frame, before);
         self.last_frame = before;
         let timeout = self.cfg.frame_timeout;
@@ -465,9 +464,11 @@ fn frames_from(from: u32, to: u32) -> u64 {
 }
 
 /// Drain the MemoryWatcher socket; the frame counter value from the latest datagram
-/// that carried it (`None` if nothing new arrived within the socket's short timeout).
-fn recv_latest(sock: &UnixDatagram, buf: &mut [u8]) -> std::io::Result<Option<u32>> {
+/// that carried it (`None` if nothing new arrived: within the socket's short timeout
+/// when `wait`, else already).
+fn recv_latest(sock: &UnixDatagram, buf: &mut [u8], wait: bool) -> std::io::Result<Option<u32>> {
     let mut latest = None;
+    sock.set_nonblocking(!wait)?;
     loop {
         match sock.recv(buf) {
             Ok(n) => {
