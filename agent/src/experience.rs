@@ -125,6 +125,103 @@ impl WireError {
     }
 }
 
+/// The 64-byte header: all that can be known of an upload without its payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    pub meta: BatchMeta,
+    /// The payload is zstd-compressed.
+    pub compressed: bool,
+    /// Transitions in the batch, 1..=MAX_COUNT.
+    pub count: u32,
+    /// Bytes after the header.
+    pub payload_len: u32,
+}
+
+/// Where the header's fields lie (the table above).
+mod at {
+    pub const VERSION: usize = 4;
+    pub const FLAGS: usize = 6;
+    pub const STATE_DIM: usize = 8;
+    pub const N_STEP: usize = 10;
+    pub const COUNT: usize = 12;
+    pub const WORKER_ID: usize = 16;
+    pub const MODEL_VERSION: usize = 24;
+    pub const UPLOAD_ID: usize = 32;
+    pub const PAYLOAD_LEN: usize = 48;
+    /// Reserved byte ranges, all zero.
+    pub const RESERVED: [std::ops::Range<usize>; 3] = [11..12, 20..24, 52..64];
+}
+
+/// Little-endian reads from a fixed header; the caller checked the length.
+fn le<const N: usize>(h: &[u8], at: usize) -> [u8; N] {
+    let mut b = [0u8; N];
+    b.copy_from_slice(&h[at..at + N]);
+    b
+}
+
+impl Header {
+    /// Read and check the header at the front of `upload`: magic, version, flags,
+    /// state dimension, reserved bytes and count. The payload is not looked at.
+    pub fn parse(upload: &[u8]) -> Result<Header, WireError> {
+        let h = upload.get(..HEADER_LEN).ok_or(WireError::Truncated(upload.len()))?;
+        let magic: [u8; 4] = le(h, 0);
+        if magic != MAGIC {
+            return Err(WireError::BadMagic(magic));
+        }
+        let version = u16::from_le_bytes(le(h, at::VERSION));
+        if version != VERSION {
+            return Err(WireError::BadVersion(version));
+        }
+        let flags = u16::from_le_bytes(le(h, at::FLAGS));
+        if flags & !FLAG_ZSTD != 0 {
+            return Err(WireError::BadFlags(flags));
+        }
+        let dims = u16::from_le_bytes(le(h, at::STATE_DIM));
+        if dims as usize != STATE_DIM {
+            return Err(WireError::BadDims(dims));
+        }
+        if at::RESERVED.iter().any(|r| h[r.clone()].iter().any(|&b| b != 0)) {
+            return Err(WireError::Reserved);
+        }
+        let count = u32::from_le_bytes(le(h, at::COUNT));
+        if count == 0 || count > MAX_COUNT {
+            return Err(WireError::BadCount(count));
+        }
+        let meta = BatchMeta {
+            worker_id: u32::from_le_bytes(le(h, at::WORKER_ID)),
+            model_version: u64::from_le_bytes(le(h, at::MODEL_VERSION)),
+            n_step: h[at::N_STEP],
+            upload_id: le(h, at::UPLOAD_ID),
+        };
+        Ok(Header { meta, compressed: flags & FLAG_ZSTD != 0, count, payload_len: u32::from_le_bytes(le(h, at::PAYLOAD_LEN)) })
+    }
+
+    /// The 64 header bytes.
+    pub fn to_bytes(&self) -> [u8; HEADER_LEN] {
+        let mut h = [0u8; HEADER_LEN];
+        let mut put = |at: usize, b: &[u8]| h[at..at + b.len()].copy_from_slice(b);
+        put(0, &MAGIC);
+        put(at::VERSION, &VERSION.to_le_bytes());
+        put(at::FLAGS, &(if self.compressed { FLAG_ZSTD } else { 0 }).to_le_bytes());
+        put(at::STATE_DIM, &(STATE_DIM as u16).to_le_bytes());
+        put(at::N_STEP, &[self.meta.n_step]);
+        put(at::COUNT, &self.count.to_le_bytes());
+        put(at::WORKER_ID, &self.meta.worker_id.to_le_bytes());
+        put(at::MODEL_VERSION, &self.meta.model_version.to_le_bytes());
+        put(at::UPLOAD_ID, &self.meta.upload_id);
+        put(at::PAYLOAD_LEN, &self.payload_len.to_le_bytes());
+        h
+    }
+
+    /// Overwrite the worker id in an encoded upload (a worker that registered again
+    /// sends its spooled batches under its new id; the upload id stays).
+    pub fn set_worker_id(upload: &mut [u8], worker_id: u32) -> Result<(), WireError> {
+        Header::parse(upload)?;
+        upload[at::WORKER_ID..at::WORKER_ID + 4].copy_from_slice(&worker_id.to_le_bytes());
+        Ok(())
+    }
+}
+
 /// Encode `data` (`count x 57` floats) as one upload.
 pub fn encode(meta: &BatchMeta, data: &[f32], compress: bool) -> Vec<u8> {
     assert_eq!(data.len() % TRANSITION_FLOATS, 0, "encode: data is not whole transitions");
@@ -135,21 +232,9 @@ pub fn encode(meta: &BatchMeta, data: &[f32], compress: bool) -> Vec<u8> {
     }
     // Level 3: zstd's default, a good trade for floats that change slowly frame to frame.
     let payload = if compress { zstd::bulk::compress(&raw, 3).expect("zstd compression of an in-memory buffer") } else { raw };
+    let header = Header { meta: *meta, compressed: compress, count, payload_len: payload.len() as u32 };
     let mut out = Vec::with_capacity(HEADER_LEN + payload.len());
-    out.extend_from_slice(&MAGIC);
-    out.extend_from_slice(&VERSION.to_le_bytes());
-    out.extend_from_slice(&(if compress { FLAG_ZSTD } else { 0 }).to_le_bytes());
-    out.extend_from_slice(&(STATE_DIM as u16).to_le_bytes());
-    out.push(meta.n_step);
-    out.push(0);
-    out.extend_from_slice(&count.to_le_bytes());
-    out.extend_from_slice(&meta.worker_id.to_le_bytes());
-    out.extend_from_slice(&0u32.to_le_bytes());
-    out.extend_from_slice(&meta.model_version.to_le_bytes());
-    out.extend_from_slice(&meta.upload_id);
-    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    out.extend_from_slice(&[0u8; 12]);
-    debug_assert_eq!(out.len(), HEADER_LEN);
+    out.extend_from_slice(&header.to_bytes());
     out.extend_from_slice(&payload);
     out
 }
@@ -163,54 +248,20 @@ pub struct Expect {
     pub n_step: u8,
 }
 
-/// Little-endian reads from a fixed header; the caller checked the length.
-fn le<const N: usize>(h: &[u8], at: usize) -> [u8; N] {
-    let mut b = [0u8; N];
-    b.copy_from_slice(&h[at..at + N]);
-    b
-}
-
 /// Validate and decode one upload completely.
 pub fn decode(bytes: &[u8], expect: Expect) -> Result<Batch, WireError> {
-    if bytes.len() < HEADER_LEN {
-        return Err(WireError::Truncated(bytes.len()));
+    let header = Header::parse(bytes)?;
+    let Header { meta, compressed, count, payload_len: declared } = header;
+    if meta.n_step != expect.n_step {
+        return Err(WireError::BadNStep { got: meta.n_step, expected: expect.n_step });
     }
-    let (h, payload) = bytes.split_at(HEADER_LEN);
-    let magic: [u8; 4] = le(h, 0);
-    if magic != MAGIC {
-        return Err(WireError::BadMagic(magic));
-    }
-    let version = u16::from_le_bytes(le(h, 4));
-    if version != VERSION {
-        return Err(WireError::BadVersion(version));
-    }
-    let flags = u16::from_le_bytes(le(h, 6));
-    if flags & !FLAG_ZSTD != 0 {
-        return Err(WireError::BadFlags(flags));
-    }
-    let dims = u16::from_le_bytes(le(h, 8));
-    if dims as usize != STATE_DIM {
-        return Err(WireError::BadDims(dims));
-    }
-    let n_step = h[10];
-    if n_step != expect.n_step {
-        return Err(WireError::BadNStep { got: n_step, expected: expect.n_step });
-    }
-    if h[11] != 0 || h[20..24] != [0; 4] || h[52..64] != [0; 12] {
-        return Err(WireError::Reserved);
-    }
-    let count = u32::from_le_bytes(le(h, 12));
-    if count == 0 || count > MAX_COUNT {
-        return Err(WireError::BadCount(count));
-    }
-    let meta = BatchMeta { worker_id: u32::from_le_bytes(le(h, 16)), model_version: u64::from_le_bytes(le(h, 24)), n_step, upload_id: le(h, 32) };
-    let declared = u32::from_le_bytes(le(h, 48));
+    let payload = &bytes[HEADER_LEN..];
     if declared as usize != payload.len() {
         return Err(WireError::PayloadLength { declared, actual: payload.len() });
     }
     let expected = count as usize * TRANSITION_FLOATS * 4;
     let decompressed;
-    let raw: &[u8] = if flags & FLAG_ZSTD != 0 {
+    let raw: &[u8] = if compressed {
         // The capacity bound makes a decompression bomb an error, not an allocation.
         decompressed = zstd::bulk::decompress(payload, expected).map_err(|e| WireError::Compression(e.to_string()))?;
         &decompressed
@@ -287,6 +338,19 @@ mod tests {
                 Ok(b) => prop_assert!((16..20).contains(&at) || (24..48).contains(&at), "byte {} accepted: {:?}", at, b.meta),
             }
         }
+    }
+
+    #[test]
+    fn the_header_alone_tells_count_and_meta_and_takes_a_new_worker_id() {
+        let mut bytes = encode(&meta(), &rows(12), true);
+        let h = Header::parse(&bytes[..HEADER_LEN]).unwrap();
+        assert_eq!((h.meta, h.count, h.compressed, h.payload_len as usize), (meta(), 12, true, bytes.len() - HEADER_LEN));
+        Header::set_worker_id(&mut bytes, 99).unwrap();
+        let b = decode(&bytes, EXPECT).unwrap();
+        assert_eq!(b.meta, BatchMeta { worker_id: 99, ..meta() }, "only the worker id changed");
+        assert_eq!(b.data, rows(12));
+        let mut short = bytes[..HEADER_LEN - 1].to_vec();
+        assert_eq!(Header::set_worker_id(&mut short, 1), Err(WireError::Truncated(HEADER_LEN - 1)), "no partial write");
     }
 
     #[test]

@@ -10,27 +10,41 @@
 //!                                      │
 //! experience: 57-float transitions, encoded for upload ─► manager
 //! ```
+//! Between the two binaries (the contracts, each defined once):
+//! ```text
+//! worker ─ experience (binary upload) ─────────────► manager
+//! worker ◄ protocol (JSON: registration, heartbeats, episodes, live frames) ► manager
+//! worker ◄ model (safetensors) ───────────────────── manager
+//! ```
 //! - [`state`]: the 27-float state of the reference, section 1.
 //! - [`actions`]: macro-actions as per-frame pad scripts.
 //! - [`task`]: rewards and episode end.
 //! - [`env`]: an emulator seen through the agent's eyes.
 //! - [`policy`]: baselines (idle, random, dodge) and greedy play of a model.
 //! - [`experience`]: the upload wire format.
+//! - [`protocol`]: the JSON messages of the HTTP API (`docs/api.md`).
 //! - [`model`]: the model file (safetensors) and pure-Rust inference.
 //! - [`stats`]: the survival rate and its confidence interval.
+//! - [`durable`]: crash-safe file writes and the wall clock (both binaries).
+//! - `shutdown` (feature `shutdown`, both binaries): the signal half of the one
+//!   shutdown pattern.
 //! - `dqn` (feature `torch`, the manager only): the Dueling DQN in tch.
 
 pub mod actions;
+pub mod durable;
 pub mod env;
 pub mod experience;
 pub mod model;
 pub mod policy;
+pub mod protocol;
 pub mod state;
 pub mod stats;
 pub mod task;
 
 #[cfg(feature = "torch")]
 pub mod dqn;
+#[cfg(feature = "shutdown")]
+pub mod shutdown;
 
 pub use actions::ActionSet;
 pub use env::Env;

@@ -8,7 +8,7 @@
 //! - metadata key `shine_checkpoint`: [`CheckpointMeta`] as JSON (counters, action
 //!   set, the configuration in force, for the record).
 //!
-//! Written atomically: to `checkpoint.safetensors.tmp` in the same directory, fsynced,
+//! Written atomically (`shine_agent::durable::write_atomic`): to `checkpoint.safetensors.tmp` in the same directory, fsynced,
 //! then renamed over the old file (rename within a directory is atomic on POSIX), and
 //! the directory fsynced. A crash at any point leaves either the old or the new
 //! checkpoint, never half of one. The replay itself is not saved (228 MB at the
@@ -18,8 +18,8 @@
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 use shine_agent::dqn::Learner;
+use shine_agent::durable;
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use tch::{Device, Kind, Tensor};
 
@@ -89,7 +89,7 @@ pub fn save(
         counters: counters.clone(),
         action_set: action_set.into(),
         config,
-        saved_at: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+        saved_at: durable::unix_now() as u64,
     };
     // Tensors to host bytes (one sync with the device, every few thousand steps).
     let mut blobs: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::new();
@@ -110,18 +110,7 @@ pub fn save(
     let dir = dir(data_dir);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let final_path = path(data_dir);
-    let tmp = dir.join("checkpoint.safetensors.tmp");
-    {
-        let mut f = std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-        f.write_all(&bytes).with_context(|| format!("writing {}", tmp.display()))?;
-        // Data on disk before the rename makes it visible.
-        f.sync_all().with_context(|| format!("syncing {}", tmp.display()))?;
-    }
-    std::fs::rename(&tmp, &final_path).with_context(|| format!("renaming {} to {}", tmp.display(), final_path.display()))?;
-    // The rename itself on disk (best effort: not every filesystem syncs directories).
-    if let Ok(d) = std::fs::File::open(&dir) {
-        let _ = d.sync_all();
-    }
+    durable::write_atomic(&final_path, &bytes).with_context(|| format!("writing {}", final_path.display()))?;
     Ok(final_path)
 }
 

@@ -7,6 +7,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use shine_agent::experience::WireError;
+use shine_agent::protocol::{ErrorBody, ErrorDetail};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -136,7 +137,7 @@ impl IntoResponse for ApiError {
             }
             other => other.to_string(),
         };
-        let body = serde_json::json!({ "error": { "code": self.code(), "message": message } });
+        let body = ErrorBody { error: ErrorDetail { code: self.code().into(), message } };
         let mut resp = (status, Json(body)).into_response();
         if status == StatusCode::UNAUTHORIZED {
             resp.headers_mut().insert(axum::http::header::WWW_AUTHENTICATE, axum::http::HeaderValue::from_static("Bearer"));

@@ -20,43 +20,14 @@
 //! Time is passed in (`now`) so tests drive it without sleeping.
 
 use crate::config::WorkersConfig;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
+use shine_agent::protocol::{Heartbeat, RegisterRequest};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
-/// What a worker says about itself at registration.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct WorkerInfo {
-    #[serde(default)]
-    pub host: String,
-    #[serde(default)]
-    pub backend: String,
-    #[serde(default)]
-    pub envs: u32,
-    #[serde(default)]
-    pub version: String,
-}
-
-/// Heartbeat body: the worker's own counters.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct Heartbeat {
-    #[serde(default)]
-    pub frames: u64,
-    #[serde(default)]
-    pub env_fps: f64,
-    #[serde(default)]
-    pub skipped_frames: u64,
-    #[serde(default)]
-    pub episodes: u64,
-    #[serde(default)]
-    pub model_version: u64,
-    #[serde(default)]
-    pub spooled_batches: u64,
-}
-
 #[derive(Debug, Clone)]
 struct Worker {
-    info: WorkerInfo,
+    info: RegisterRequest,
     slot: u32,
     registered: Instant,
     last_seen: Instant,
@@ -89,7 +60,7 @@ pub struct WorkerView {
     pub slot: u32,
     pub epsilon: f64,
     #[serde(flatten)]
-    pub info: WorkerInfo,
+    pub info: RegisterRequest,
     pub uptime_secs: f64,
     pub last_seen_secs: f64,
     pub uploads: u64,
@@ -136,7 +107,7 @@ impl Fleet {
     }
 
     /// Register a worker: a new id and the smallest free ladder slot.
-    pub fn register(&mut self, info: WorkerInfo, now: Instant) -> (u32, f64) {
+    pub fn register(&mut self, info: RegisterRequest, now: Instant) -> (u32, f64) {
         self.sweep(now);
         let used: BTreeSet<u32> = self.workers.values().map(|w| w.slot).collect();
         let slot = (0..).find(|s| !used.contains(s)).expect("a free slot");
@@ -250,9 +221,9 @@ mod tests {
     fn slots_follow_live_workers_and_are_reused_after_timeout() {
         let t0 = Instant::now();
         let mut f = fleet(0);
-        let (a, ea) = f.register(WorkerInfo::default(), t0);
+        let (a, ea) = f.register(RegisterRequest::default(), t0);
         assert_eq!(ea, 0.4, "a lone worker explores at base");
-        let (b, eb) = f.register(WorkerInfo::default(), t0);
+        let (b, eb) = f.register(RegisterRequest::default(), t0);
         assert!((eb - 0.4f64.powi(8)).abs() < 1e-12, "second of two is the greedy end: {eb}");
         assert_ne!(a, b);
         // a keeps beating, b goes silent.
@@ -262,7 +233,7 @@ mod tests {
         assert_eq!(f.heartbeat(b, Heartbeat::default(), t2), None, "b timed out");
         assert_eq!(f.live(), 1);
         assert_eq!(f.heartbeat(a, Heartbeat::default(), t2), Some(0.4), "a alone again: N = 1");
-        let (c, ec) = f.register(WorkerInfo::default(), t2);
+        let (c, ec) = f.register(RegisterRequest::default(), t2);
         assert!(c != a && c != b);
         assert_eq!(f.list(t2).iter().find(|w| w.worker_id == c).unwrap().slot, 1, "b's slot reused");
         assert!((ec - 0.4f64.powi(8)).abs() < 1e-12);
@@ -272,8 +243,8 @@ mod tests {
     fn fleet_size_fixes_epsilons_from_the_start() {
         let t0 = Instant::now();
         let mut f = fleet(4);
-        let (_, e0) = f.register(WorkerInfo::default(), t0);
-        let (_, e1) = f.register(WorkerInfo::default(), t0);
+        let (_, e0) = f.register(RegisterRequest::default(), t0);
+        let (_, e1) = f.register(RegisterRequest::default(), t0);
         assert_eq!(e0, 0.4);
         assert!((e1 - ladder(0.4, 7.0, 1, 4)).abs() < 1e-12);
     }
@@ -283,7 +254,7 @@ mod tests {
         // heartbeat_secs 1 (stale after 2.5 s), timeout 10 s.
         let mut f = Fleet::new(WorkersConfig { heartbeat_secs: 1.0, worker_timeout_secs: 10.0, ..Default::default() });
         let t0 = Instant::now();
-        let (a, _) = f.register(WorkerInfo { host: "a".into(), ..Default::default() }, t0);
+        let (a, _) = f.register(RegisterRequest { host: "a".into(), ..Default::default() }, t0);
         let state = |f: &Fleet, t| f.list(t).iter().find(|w| w.worker_id == a).map(|w| w.state);
         assert_eq!(state(&f, t0 + Duration::from_secs(2)), Some(WorkerState::Live));
         assert_eq!(state(&f, t0 + Duration::from_secs(3)), Some(WorkerState::Stale));
@@ -300,7 +271,7 @@ mod tests {
     fn uploads_keep_a_worker_alive() {
         let t0 = Instant::now();
         let mut f = fleet(0);
-        let (a, _) = f.register(WorkerInfo::default(), t0);
+        let (a, _) = f.register(RegisterRequest::default(), t0);
         f.touch(a, 100, t0 + Duration::from_secs(8));
         assert!(f.heartbeat(a, Heartbeat::default(), t0 + Duration::from_secs(15)).is_some());
         let w = &f.list(t0 + Duration::from_secs(15))[0];

@@ -15,7 +15,6 @@
 //! worker's long poll (`GET /workers/{w}/live`) wakes the moment a browser arrives.
 
 use axum::extract::ws::Utf8Bytes;
-use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -23,86 +22,6 @@ use tokio::sync::{broadcast, watch};
 
 /// Batches a browser may fall behind before it skips ahead (~3 s at 10 batches/s).
 pub const BACKLOG: usize = 32;
-
-/// One player in a live frame.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct LivePlayer {
-    pub x: f32,
-    pub y: f32,
-    /// +1 facing right, -1 facing left.
-    pub facing: f32,
-    /// Melee's action-state id (`None`: no fighter, e.g. between stocks).
-    pub action: Option<u32>,
-    /// `shine_bridge::melee::action_name` of it.
-    #[serde(default)]
-    pub action_name: String,
-    pub percent: f32,
-    pub stocks: u8,
-}
-
-/// One game frame of the watched environment, with the bot's decision in force.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct LiveFrame {
-    /// The game's frame counter.
-    pub frame: u32,
-    pub agent: LivePlayer,
-    pub opponent: LivePlayer,
-    /// The macro-action the bot chose (index into the batch's `actions`).
-    pub action: u32,
-    /// Q-values of every action for the state it chose from (sent for exploratory
-    /// random actions too).
-    pub q: Vec<f32>,
-    /// The action was a random (epsilon) one, not the argmax.
-    #[serde(default)]
-    pub explored: bool,
-}
-
-/// What a worker posts: `POST /api/v1/workers/{id}/live`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct LiveBatch {
-    /// Names of the action set's macro-actions, in index order.
-    #[serde(default)]
-    pub actions: Vec<String>,
-    /// The model playing, the episode's opponent level, and whether it is evaluation.
-    #[serde(default)]
-    pub model_version: u64,
-    #[serde(default)]
-    pub cpu_level: u8,
-    #[serde(default)]
-    pub eval: bool,
-    /// Consecutive frames, oldest first.
-    pub frames: Vec<LiveFrame>,
-}
-
-/// Most frames in one post (10 s of game time; a worker sends ~6).
-pub const MAX_FRAMES: usize = 600;
-/// Most actions (and Q-values) a frame may carry.
-pub const MAX_ACTIONS: usize = 64;
-
-impl LiveBatch {
-    /// Bounds a browser can rely on; `Err` names what is wrong.
-    pub fn validate(&self) -> Result<(), String> {
-        if self.frames.len() > MAX_FRAMES {
-            return Err(format!("{} frames in one post; at most {MAX_FRAMES}", self.frames.len()));
-        }
-        if self.actions.len() > MAX_ACTIONS || self.actions.iter().any(|a| a.len() > 64) {
-            return Err(format!("at most {MAX_ACTIONS} action names of at most 64 bytes"));
-        }
-        for (i, f) in self.frames.iter().enumerate() {
-            if f.q.len() > MAX_ACTIONS {
-                return Err(format!("frame {i}: {} Q-values; at most {MAX_ACTIONS}", f.q.len()));
-            }
-            let numbers = [f.agent.x, f.agent.y, f.agent.facing, f.agent.percent, f.opponent.x, f.opponent.y, f.opponent.facing, f.opponent.percent];
-            if numbers.iter().chain(&f.q).any(|v| !v.is_finite()) {
-                return Err(format!("frame {i}: a number is not finite"));
-            }
-            if f.agent.action_name.len() > 64 || f.opponent.action_name.len() > 64 {
-                return Err(format!("frame {i}: an action name is longer than 64 bytes"));
-            }
-        }
-        Ok(())
-    }
-}
 
 /// The fan-out of one worker's live frames.
 struct Channel {
@@ -215,15 +134,5 @@ mod tests {
         }
         let next = slow.frames.recv().await.unwrap();
         assert_eq!(next.as_str(), format!("{}", BACKLOG * 3), "resumes at the oldest batch still held");
-    }
-
-    #[test]
-    fn batches_out_of_bounds_are_refused() {
-        let mut b = LiveBatch { frames: vec![LiveFrame { q: vec![1.0; 5], ..Default::default() }], ..Default::default() };
-        b.validate().unwrap();
-        b.frames[0].q[2] = f32::NAN;
-        assert!(b.validate().unwrap_err().contains("not finite"));
-        b.frames = vec![LiveFrame::default(); MAX_FRAMES + 1];
-        assert!(b.validate().unwrap_err().contains("frames"));
     }
 }

@@ -22,8 +22,8 @@ use crate::config::RegistryConfig;
 use anyhow::Context;
 use axum::body::Bytes;
 use serde::{Deserialize, Serialize};
+use shine_agent::durable;
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::RwLock;
 
@@ -70,23 +70,7 @@ fn file_name(version: u64) -> String {
 }
 
 fn now_unix() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
-}
-
-/// Write `bytes` to `path` atomically: temporary file, fsync, rename, fsync the directory.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-    f.write_all(bytes).with_context(|| format!("writing {}", tmp.display()))?;
-    f.sync_all()?;
-    drop(f);
-    std::fs::rename(&tmp, path).with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
-    if let Some(dir) = path.parent() {
-        // Make the rename itself durable; not all file systems allow opening a
-        // directory, and the data is already safe, so a failure here is ignored.
-        let _ = std::fs::File::open(dir).and_then(|d| d.sync_all());
-    }
-    Ok(())
+    durable::unix_now() as u64
 }
 
 impl Registry {
@@ -144,7 +128,7 @@ impl Registry {
     /// is always what the trainer holds.
     pub fn publish(&self, version: u64, train_step: u64, file: Vec<u8>) -> anyhow::Result<()> {
         let path = self.dir.join(file_name(version));
-        write_atomic(&path, &file)?;
+        durable::write_atomic(&path, &file).with_context(|| format!("writing {}", path.display()))?;
         let mut models = self.models.write().expect("registry lock");
         let stale: Vec<u64> = models.range(version + 1..).map(|(v, _)| *v).collect();
         if !stale.is_empty() {
@@ -200,7 +184,8 @@ impl Registry {
 
     fn write_index(&self, models: &BTreeMap<u64, Kept>) -> anyhow::Result<()> {
         let index = Index { models: models.values().map(|k| k.entry.clone()).collect() };
-        write_atomic(&self.dir.join("index.json"), &serde_json::to_vec_pretty(&index)?)
+        let path = self.dir.join("index.json");
+        durable::write_atomic(&path, &serde_json::to_vec_pretty(&index)?).with_context(|| format!("writing {}", path.display()))
     }
 
     /// Kept models, newest first.

@@ -9,9 +9,11 @@
 
 use crate::state::AppState;
 use serde::{Deserialize, Serialize};
+use shine_agent::durable::unix_now;
+use shine_agent::protocol::EpisodeReport;
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 /// One point of the series. Names match the Prometheus metrics where both exist.
@@ -78,20 +80,6 @@ impl Series {
     }
 }
 
-/// One finished episode as a worker reports it (docs/api.md).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct EpisodeReport {
-    pub frames: u32,
-    pub reward: f64,
-    pub survived: bool,
-    #[serde(default)]
-    pub eval: bool,
-    #[serde(default)]
-    pub cpu_level: u8,
-    #[serde(default)]
-    pub model_version: u64,
-}
-
 /// The recent training and evaluation episodes, each window bounded.
 pub struct EpisodeLog {
     cap: usize,
@@ -130,10 +118,6 @@ impl EpisodeLog {
     pub fn eval_survival(&self) -> Option<f64> {
         Self::mean(&self.eval, |e| e.survived as u8 as f64)
     }
-}
-
-fn unix_now() -> f64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// Take one sample now; `prev` (the last sample) gives the rates.

@@ -1,125 +1,14 @@
 //! A typed client for the manager's HTTP API (`docs/api.md`, version 1).
 //!
-//! One method per route the worker uses. Errors say whether retrying can help:
+//! One method per route the worker uses; the messages are `shine_agent::protocol`'s. Errors say whether retrying can help:
 //! [`ApiError::is_retryable`] is true for network failures, 5xx and 429, false for the
 //! other 4xx, which carry the manager's own message from its JSON error body.
 
-use serde::{Deserialize, Serialize};
+use shine_agent::protocol::{
+    EpisodeReport, EpisodesRequest, ErrorBody, Heartbeat, HeartbeatReply, LiveBatch, RegisterRequest, Registration, UploadReply, WatchReply,
+};
 use std::time::Duration;
 use thiserror::Error;
-
-/// `POST /api/v1/workers` request.
-#[derive(Debug, Clone, Serialize)]
-pub struct RegisterRequest {
-    pub host: String,
-    pub backend: String,
-    pub envs: usize,
-    pub version: String,
-}
-
-/// `POST /api/v1/workers` response: who we are and how to behave.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct Registration {
-    pub worker_id: u32,
-    pub epsilon: f64,
-    pub action_set: String,
-    pub task: String,
-    pub n_step: u8,
-    pub gamma: f64,
-    pub upload_every_transitions: usize,
-    pub upload_every_secs: f64,
-    pub model_poll_secs: f64,
-    pub heartbeat_secs: f64,
-    pub eval_share: f64,
-    pub cpu_level: u8,
-    pub cpu_level_top_share: f64,
-}
-
-/// `POST /api/v1/workers/{id}/heartbeat` request.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Heartbeat {
-    pub frames: u64,
-    pub env_fps: f64,
-    pub skipped_frames: u64,
-    pub episodes: u64,
-    pub model_version: u64,
-    pub spooled_batches: u64,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct HeartbeatReply {
-    pub epsilon: f64,
-    #[serde(default)]
-    pub watch: bool,
-}
-
-/// One finished episode, for the dashboard's curves.
-#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
-pub struct EpisodeReport {
-    pub frames: u32,
-    pub reward: f32,
-    /// Played the full minute (ended by the time limit).
-    pub survived: bool,
-    /// A greedy evaluation episode at the top CPU level.
-    pub eval: bool,
-    pub cpu_level: u8,
-    pub model_version: u64,
-}
-
-/// One player in a live frame (`POST /api/v1/workers/{id}/live`).
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
-pub struct LivePlayer {
-    pub x: f32,
-    pub y: f32,
-    /// +1 facing right, -1 left.
-    pub facing: f32,
-    pub action: Option<u32>,
-    pub action_name: String,
-    pub percent: f32,
-    pub stocks: u8,
-}
-
-/// One game frame of the watched environment, with the decision in force.
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
-pub struct LiveFrame {
-    pub frame: u32,
-    pub agent: LivePlayer,
-    pub opponent: LivePlayer,
-    /// The macro-action chosen, an index into [`LiveBatch::actions`].
-    pub action: u32,
-    /// Q-values of every action (also for a random, exploratory choice).
-    pub q: Vec<f32>,
-    pub explored: bool,
-}
-
-/// A batch of consecutive live frames.
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
-pub struct LiveBatch {
-    pub actions: Vec<String>,
-    pub model_version: u64,
-    pub cpu_level: u8,
-    pub eval: bool,
-    pub frames: Vec<LiveFrame>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-struct WatchReply {
-    watch: bool,
-}
-
-#[derive(Debug, Clone, Serialize)]
-struct EpisodesRequest<'a> {
-    worker_id: u32,
-    episodes: &'a [EpisodeReport],
-}
-
-/// `POST /api/v1/experience` response.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-pub struct UploadReply {
-    pub accepted: u64,
-    #[serde(default)]
-    pub duplicate: bool,
-}
 
 /// `GET /api/v1/models/latest` with an ETag.
 #[derive(Debug)]
@@ -159,17 +48,6 @@ impl ApiError {
             _ => None,
         }
     }
-}
-
-/// The manager's error body: `{"error": {"code": ..., "message": ...}}`.
-#[derive(Deserialize)]
-struct ErrorBody {
-    error: ErrorDetail,
-}
-#[derive(Deserialize)]
-struct ErrorDetail {
-    code: String,
-    message: String,
 }
 
 #[derive(Clone)]
@@ -239,7 +117,7 @@ impl Client {
         Self::json(what, resp).await
     }
 
-    pub async fn episodes(&self, worker_id: u32, episodes: &[EpisodeReport]) -> Result<(), ApiError> {
+    pub async fn episodes(&self, worker_id: u32, episodes: Vec<EpisodeReport>) -> Result<(), ApiError> {
         let req = EpisodesRequest { worker_id, episodes };
         self.send("an episode report", self.http.post(self.url("/api/v1/episodes")).bearer_auth(&self.token).json(&req)).await?;
         Ok(())

@@ -7,13 +7,19 @@
 //!                                         ▼
 //!                         uploader: encode + zstd ─► spool (disk) ─► POST /api/v1/experience
 //! ```
-//! - [`run`]: `shine-worker run`: settings (flags, environment, config file), the
-//!   tasks that talk to the manager, shutdown.
+//! - [`run`]: `shine-worker run`: starts the tasks below and stops them (the one
+//!   shutdown pattern of `shine_agent::shutdown`: a token, tasks joined, not aborted).
+//! - [`settings`]: its flags, environment variables and config file, as one struct.
+//! - [`shared`]: the identity and counters the run's thread and tasks share.
+//! - [`control`]: registration retries, model polls, heartbeats, episode reports.
 //! - [`actor`]: the environment loop: K environments, one forward pass per round,
-//!   epsilon-greedy, n-step transitions, episode reports, model swaps.
+//!   epsilon-greedy, episode reports, model swaps.
+//! - [`envs`]: each environment on its own thread, and the commands it takes.
+//! - [`nstep`]: decisions into n-step transitions (the 57-float rows).
+//! - [`batcher`]: transitions into batches of one model version.
 //! - [`uploader`]: spooling and delivering batches exactly once, with retries.
 //! - [`spool`]: the bounded on-disk queue of unsent batches.
-//! - [`client`]: the typed HTTP client for `docs/api.md`.
+//! - [`client`]: the typed HTTP client for `docs/api.md` (messages: `shine_agent::protocol`).
 //! - [`live`]: the dashboard's live view: env 0 paced to 60 fps and streamed while watched.
 //! - [`backend`]: where the game runs (simulator or Dolphin), shared by `run` and `play`.
 //! - [`play`]: `play` and `eval`: local episodes with a built-in policy or a model, on
@@ -22,10 +28,16 @@
 
 pub mod actor;
 pub mod backend;
+pub mod batcher;
 pub mod client;
+pub mod control;
 pub mod doctor;
+pub mod envs;
 pub mod live;
+pub mod nstep;
 pub mod play;
 pub mod run;
+pub mod settings;
+pub mod shared;
 pub mod spool;
 pub mod uploader;

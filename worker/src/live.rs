@@ -21,8 +21,9 @@
 //! Nothing here blocks the game: the queue drops the oldest frames when the network is
 //! slower than the game, and a failed post loses only that post's frames.
 
-use crate::client::{ApiError, Client, LiveBatch, LiveFrame, LivePlayer};
-use crate::uploader::Identity;
+use crate::client::ApiError;
+use crate::shared::Session;
+use shine_agent::protocol::{LiveBatch, LiveFrame, LivePlayer};
 use shine_agent::state::PlayerFacts;
 use shine_agent::Observation;
 use shine_bridge::melee::action_name;
@@ -31,7 +32,6 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
-use tokio_util::sync::CancellationToken;
 
 /// Game frames per second: the pace of a watched environment.
 pub const GAME_FPS: f64 = 60.0;
@@ -151,8 +151,9 @@ impl Pacer {
     }
 }
 
-/// Stream environment 0 while someone watches, until `cancel` fires.
-pub async fn stream(client: Client, identity: Arc<Identity>, tap: Arc<LiveTap>, actions: Vec<String>, cancel: CancellationToken) {
+/// Stream environment 0 while someone watches, until the session's token fires.
+pub async fn stream(session: Session, tap: Arc<LiveTap>, actions: Vec<String>) {
+    let Session { client, identity, cancel, .. } = session;
     let mut failures = 0u32;
     loop {
         if !tap.watched() {
@@ -185,7 +186,11 @@ pub async fn stream(client: Client, identity: Arc<Identity>, tap: Arc<LiveTap>, 
             _ = tokio::time::sleep(POST_EVERY) => {}
         }
         let batch = tap.take(&actions);
-        match client.live_frames(identity.worker_id(), &batch).await {
+        let answer = tokio::select! {
+            _ = cancel.cancelled() => return,
+            r = client.live_frames(identity.worker_id(), &batch) => r,
+        };
+        match answer {
             Ok(true) => failures = 0,
             Ok(false) => {
                 tracing::info!("nobody watches any more: environment 0 back to full speed");

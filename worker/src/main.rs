@@ -2,7 +2,7 @@
 //! and uploads its gameplay to a Shine manager; also plays and evaluates bots locally.
 
 use clap::{Parser, Subcommand};
-use shine_worker::{doctor, play, run};
+use shine_worker::{doctor, play, run, settings};
 
 #[derive(Parser)]
 #[command(name = "shine-worker", version, about, long_about = None)]
@@ -16,7 +16,7 @@ enum Command {
     /// Play for a manager: register, download models, play, upload gameplay.
     ///
     /// Example: shine-worker run --manager http://10.0.0.2:8080 --token $SHINE_TOKEN
-    Run(run::RunArgs),
+    Run(settings::RunArgs),
     /// Play episodes locally and print how long the bot survives.
     ///
     /// Example: shine-worker play --policy dodge --cpu-level 9 --episodes 200

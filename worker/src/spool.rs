@@ -7,7 +7,8 @@
 //! header, hence in the file), so a batch sent twice (the answer was lost, the worker
 //! died between the 2xx and the delete) is still counted once.
 //!
-//! - Atomic: a batch is written to a `.tmp-` file, synced, then renamed into place, so
+//! - Atomic: a batch is written with `shine_agent::durable::write_atomic` (a `.tmp`
+//!   file, synced, then renamed into place), so
 //!   a crash never leaves a half-written batch under a real name; leftovers of such a
 //!   crash are deleted on open.
 //! - Ordered: names start with a sequence number (`{seq:016x}-{upload_id}.shxp`), and
@@ -21,15 +22,15 @@
 //! The spool is synchronous (plain `std::fs`); the async uploader calls it from
 //! `spawn_blocking`.
 
-use shine_agent::experience::HEADER_LEN;
+use shine_agent::durable;
+use shine_agent::experience::{Header, HEADER_LEN};
 use std::collections::VecDeque;
 use std::fs::{self, File};
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 const EXT: &str = "shxp";
-const TMP_PREFIX: &str = ".tmp-";
 const LOCK: &str = "lock";
 
 #[derive(Debug, Error)]
@@ -92,9 +93,10 @@ pub struct Spool {
     _lock: File,
 }
 
-/// The transition count in an encoded batch's header (bytes 12..16, little-endian).
+/// The transition count in an encoded batch's header (0 when it does not parse: the
+/// manager will say what is wrong with it).
 fn header_count(header: &[u8]) -> u64 {
-    header.get(12..16).map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u64)
+    Header::parse(header).map_or(0, |h| h.count as u64)
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -118,7 +120,7 @@ impl Spool {
             let item = item.map_err(io_err(dir))?;
             let name = item.file_name().to_string_lossy().into_owned();
             let path = item.path();
-            if name.starts_with(TMP_PREFIX) {
+            if name.ends_with(durable::TMP_SUFFIX) {
                 // A write that crashed before its rename: the batch was never complete.
                 fs::remove_file(&path).map_err(io_err(&path))?;
                 continue;
@@ -127,7 +129,7 @@ impl Spool {
                 continue;
             };
             let bytes = item.metadata().map_err(io_err(&path))?.len();
-            let mut header = [0u8; 16];
+            let mut header = [0u8; HEADER_LEN];
             let transitions = match File::open(&path).and_then(|mut f| io::Read::read_exact(&mut f, &mut header)) {
                 Ok(()) => header_count(&header),
                 Err(_) => 0,
@@ -168,14 +170,8 @@ impl Spool {
     pub fn push(&mut self, batch: &[u8], upload_id: &[u8; 16]) -> Result<Dropped, SpoolError> {
         let seq = self.next_seq;
         let name = format!("{seq:016x}-{}.{EXT}", hex(upload_id));
-        let tmp = self.dir.join(format!("{TMP_PREFIX}{name}"));
         let path = self.dir.join(&name);
-        let mut f = File::create(&tmp).map_err(io_err(&tmp))?;
-        f.write_all(batch).and_then(|()| f.sync_all()).map_err(io_err(&tmp))?;
-        drop(f);
-        fs::rename(&tmp, &path).map_err(io_err(&path))?;
-        // Make the rename itself durable; best effort, some filesystems refuse it.
-        let _ = File::open(&self.dir).and_then(|d| d.sync_all());
+        durable::write_atomic(&path, batch).map_err(io_err(&path))?;
         self.next_seq += 1;
         self.bytes += batch.len() as u64;
         self.entries.push_back(Entry { seq, name, bytes: batch.len() as u64, transitions: header_count(&batch[..batch.len().min(HEADER_LEN)]) });
@@ -296,10 +292,10 @@ mod tests {
             s.push(&b, &idb).unwrap();
         }
         // A crash in the middle of a write leaves a temp file behind.
-        fs::write(dir.path().join(format!("{TMP_PREFIX}0000000000000002-ff.{EXT}")), b"half a batch").unwrap();
+        fs::write(dir.path().join(format!("0000000000000002-ff.{EXT}{}", durable::TMP_SUFFIX)), b"half a batch").unwrap();
         let mut s = Spool::open(dir.path(), SpoolLimits::default()).unwrap();
         assert_eq!((s.len(), s.transitions()), (2, 5));
-        assert!(names(dir.path()).iter().all(|n| !n.starts_with(TMP_PREFIX)), "temp leftovers are deleted: {:?}", names(dir.path()));
+        assert!(names(dir.path()).iter().all(|n| !n.ends_with(durable::TMP_SUFFIX)), "temp leftovers are deleted: {:?}", names(dir.path()));
         let (c, idc) = batch(3, 1);
         s.push(&c, &idc).unwrap();
         let mut got = Vec::new();

@@ -21,57 +21,18 @@
 //! - Any other 4xx is final: logged with the manager's message, the batch dropped and
 //!   counted.
 
-use crate::actor::RawBatch;
-use crate::client::{ApiError, Client};
+use crate::batcher::RawBatch;
+use crate::client::ApiError;
+use crate::shared::{Session, UploadStats};
 use crate::spool::{Entry, Spool};
 use backon::BackoffBuilder;
 use rand::Rng;
-use shine_agent::experience::{encode, BatchMeta};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use shine_agent::experience::{encode, BatchMeta, Header};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Notify;
-
-/// What the uploader did, for heartbeats, the log and the stats file.
-#[derive(Debug, Default)]
-pub struct UploadStats {
-    /// Batches and transitions the manager accepted (2xx, not duplicates).
-    pub batches_uploaded: AtomicU64,
-    pub transitions_uploaded: AtomicU64,
-    /// 2xx answers saying "already have it": retries whose first answer was lost.
-    pub duplicates: AtomicU64,
-    /// Rejected for good (4xx other than 401/403/404).
-    pub batches_rejected: AtomicU64,
-    pub transitions_rejected: AtomicU64,
-    /// Dropped because the spool was full.
-    pub batches_dropped: AtomicU64,
-    pub transitions_dropped: AtomicU64,
-    /// 503 answers: the manager's trainer was busy (flow control; the batch is retried).
-    pub busy_answers: AtomicU64,
-    /// Batches waiting in the spool right now.
-    pub spooled_batches: AtomicU64,
-    pub spooled_transitions: AtomicU64,
-}
-
-/// This worker's identity at the manager; renewed when the manager forgets it.
-#[derive(Debug, Default)]
-pub struct Identity {
-    worker_id: AtomicU32,
-    /// Woken when a request said 404: the registration task registers again.
-    pub reregister: Notify,
-}
-
-impl Identity {
-    pub fn new(worker_id: u32) -> Self {
-        Identity { worker_id: AtomicU32::new(worker_id), reregister: Notify::new() }
-    }
-    pub fn worker_id(&self) -> u32 {
-        self.worker_id.load(Relaxed)
-    }
-    pub fn set_worker_id(&self, id: u32) {
-        self.worker_id.store(id, Relaxed);
-    }
-}
+use tokio_util::sync::CancellationToken;
 
 /// The retry schedule: 0.5 s doubling to at most 30 s, with jitter so that a fleet
 /// of workers does not come back in lockstep when the manager does; never gives up.
@@ -83,13 +44,6 @@ pub fn backoff() -> impl Iterator<Item = Duration> {
         .with_jitter()
         .without_max_times()
         .build()
-}
-
-/// Overwrite the worker id in an encoded batch's header (bytes 16..20).
-pub fn set_header_worker_id(batch: &mut [u8], worker_id: u32) {
-    if batch.len() >= 20 {
-        batch[16..20].copy_from_slice(&worker_id.to_le_bytes());
-    }
 }
 
 fn update_gauges(spool: &Spool, stats: &UploadStats) {
@@ -105,14 +59,8 @@ async fn with_spool<T: Send + 'static>(spool: &Arc<Mutex<Spool>>, f: impl FnOnce
 
 /// Encode each batch from the actor (compressed, with a fresh upload id) and spool it.
 /// Returns when the actor has dropped its sender and everything is on disk.
-pub async fn spool_batches(
-    mut rx: tokio::sync::mpsc::Receiver<RawBatch>,
-    spool: Arc<Mutex<Spool>>,
-    identity: Arc<Identity>,
-    stats: Arc<UploadStats>,
-    wake: Arc<Notify>,
-    cancel: tokio_util::sync::CancellationToken,
-) -> anyhow::Result<()> {
+pub async fn spool_batches(mut rx: tokio::sync::mpsc::Receiver<RawBatch>, session: Session, spool: Arc<Mutex<Spool>>, wake: Arc<Notify>) -> anyhow::Result<()> {
+    let Session { identity, uploads: stats, cancel, .. } = session;
     while let Some(batch) = rx.recv().await {
         // Backpressure: the simulator plays far faster than one manager trains, and
         // the manager answers 503 when its ingest queue is full. Rather than fill the
@@ -160,15 +108,8 @@ pub enum DrainMode {
 /// Send spooled batches, oldest first, until `stop` fires (mode `Forever`) or the
 /// spool is empty or the manager fails (mode `Flush`). Returns an error only when the
 /// worker must stop (the manager refuses the token).
-pub async fn drain(
-    client: Client,
-    spool: Arc<Mutex<Spool>>,
-    identity: Arc<Identity>,
-    stats: Arc<UploadStats>,
-    wake: Arc<Notify>,
-    stop: tokio_util::sync::CancellationToken,
-    mode: DrainMode,
-) -> anyhow::Result<()> {
+pub async fn drain(session: Session, spool: Arc<Mutex<Spool>>, wake: Arc<Notify>, stop: CancellationToken, mode: DrainMode) -> anyhow::Result<()> {
+    let Session { client, identity, uploads: stats, .. } = session;
     let mut delays = backoff();
     loop {
         if stop.is_cancelled() {
@@ -184,7 +125,9 @@ pub async fn drain(
                 _ = stop.cancelled() => return Ok(()),
             }
         };
-        set_header_worker_id(&mut bytes, identity.worker_id());
+        // A spool file whose header does not parse is sent as it is: the manager's 400
+        // says what is wrong, and the batch is then dropped and counted.
+        let _ = Header::set_worker_id(&mut bytes, identity.worker_id());
         let outcome = client.upload(bytes).await;
         let failure = match outcome {
             Ok(reply) => {

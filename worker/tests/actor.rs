@@ -6,10 +6,12 @@ mod common;
 use common::{model, Scripted, AGENT_PERCENT};
 use shine_agent::experience::{col, TRANSITION_FLOATS};
 use shine_agent::model::{QNet, Scratch};
+use shine_agent::protocol::EpisodeReport;
 use shine_agent::{ActionSet, Task, STATE_DIM};
 use shine_bridge::MatchSetup;
-use shine_worker::actor::{run_actor, ActorConfig, ActorIo, Counters, Model, RawBatch};
-use shine_worker::client::EpisodeReport;
+use shine_worker::actor::{run_actor, ActorConfig, ActorIo, Model};
+use shine_worker::batcher::RawBatch;
+use shine_worker::shared::ActorCounters;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -40,7 +42,7 @@ struct Played {
     rows: Vec<[f32; TRANSITION_FLOATS]>,
     batches: Vec<RawBatch>,
     reports: Vec<EpisodeReport>,
-    counters: Arc<Counters>,
+    counters: Arc<ActorCounters>,
 }
 
 /// Run the actor until `enough(reports)` holds, then stop it and collect everything.
@@ -48,7 +50,7 @@ fn play(cfg: ActorConfig, epsilon: f64, enough: impl Fn(&[EpisodeReport]) -> boo
     let (batch_tx, mut batch_rx) = tokio::sync::mpsc::channel(1 << 16);
     let (ep_tx, mut ep_rx) = tokio::sync::mpsc::channel(1 << 16);
     let (_model_tx, model_rx) = tokio::sync::mpsc::channel(1);
-    let counters = Arc::new(Counters::default());
+    let counters = Arc::new(ActorCounters::default());
     counters.set_epsilon(epsilon);
     let cancel = CancellationToken::new();
     let actor = {

@@ -12,7 +12,8 @@ use common::{model_bytes, Scripted};
 use shine_agent::model::QNet;
 use shine_agent::{ActionSet, Task};
 use shine_bridge::MatchSetup;
-use shine_worker::actor::{run_actor, ActorConfig, ActorIo, Counters, Model};
+use shine_worker::actor::{run_actor, ActorConfig, ActorIo, Model};
+use shine_worker::shared::ActorCounters;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -48,7 +49,7 @@ fn memory_stays_flat_over_150_model_swaps() {
     // Consume what the actor produces, as the uploader would.
     let sink = std::thread::spawn(move || while batch_rx.blocking_recv().is_some() {});
     let reports = std::thread::spawn(move || while ep_rx.blocking_recv().is_some() {});
-    let counters = Arc::new(Counters::default());
+    let counters = Arc::new(ActorCounters::default());
     counters.set_epsilon(0.1);
     let cancel = CancellationToken::new();
     let first = Model { net: QNet::load(&model_bytes(0, 0)).unwrap(), version: 0 };

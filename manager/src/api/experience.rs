@@ -16,6 +16,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
 use shine_agent::experience;
+use shine_agent::protocol::UploadReply;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
@@ -84,7 +85,7 @@ async fn accept(s: &AppState, req: Request) -> ApiResult<Response> {
     if duplicate {
         s.metrics.duplicates.inc();
         tracing::debug!(worker_id, "duplicate upload dropped");
-        return Ok((StatusCode::OK, Json(serde_json::json!({ "accepted": 0, "duplicate": true }))).into_response());
+        return Ok((StatusCode::OK, Json(UploadReply { accepted: 0, duplicate: true })).into_response());
     }
     s.metrics.experiences.inc_by(count);
     // How stale the data is: versions between the model that played it and the latest.
@@ -92,5 +93,5 @@ async fn accept(s: &AppState, req: Request) -> ApiResult<Response> {
     s.age_sum.fetch_add(age.saturating_mul(count), Relaxed);
     s.age_count.fetch_add(count, Relaxed);
     s.metrics.uploads.inc();
-    Ok((StatusCode::ACCEPTED, Json(serde_json::json!({ "accepted": count, "duplicate": false }))).into_response())
+    Ok((StatusCode::ACCEPTED, Json(UploadReply { accepted: count, duplicate: false })).into_response())
 }

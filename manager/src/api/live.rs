@@ -4,7 +4,6 @@
 
 use super::{ApiJson, Reader, Writer};
 use crate::error::{ApiError, ApiResult};
-use crate::live::LiveBatch;
 use crate::state::AppState;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
@@ -12,7 +11,8 @@ use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::response::Response;
 use axum::routing::get;
 use axum::{Json, Router};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
+use shine_agent::protocol::{LiveBatch, WatchReply};
 use std::time::{Duration, Instant};
 use tokio::sync::broadcast::error::RecvError;
 
@@ -25,13 +25,6 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .route("/workers/{id}/live", get(wait_watched).post(post_frames).layer(DefaultBodyLimit::max(LIVE_LIMIT)))
         .route("/live/{worker}", get(browser))
-}
-
-/// `{ "watch": bool }`: whether a browser watches this worker.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct WatchReply {
-    pub watch: bool,
-    pub watchers: usize,
 }
 
 fn known_worker(s: &AppState, id: &str) -> ApiResult<u32> {

@@ -54,9 +54,11 @@ pub fn app(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// Comparison whose time does not depend on where the inputs differ.
+/// Comparison whose time does not depend on where the inputs differ (`subtle`), so the
+/// token cannot be guessed byte by byte from response times.
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    use subtle::ConstantTimeEq;
+    a.ct_eq(b).into()
 }
 
 /// Whether the request carries the manager's token (always true without one).

@@ -3,14 +3,14 @@
 
 use super::{ApiJson, Reader, Writer};
 use crate::error::{ApiError, ApiResult};
-use crate::fleet::{Heartbeat, WorkerInfo, WorkerView};
+use crate::fleet::WorkerView;
 use crate::state::AppState;
-use crate::stats::EpisodeReport;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::post;
 use axum::{Json, Router};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
+use shine_agent::protocol::{EpisodesReply, EpisodesRequest, Heartbeat, HeartbeatReply, RegisterRequest, Registration, MAX_EPISODES};
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -18,25 +18,7 @@ pub fn router() -> Router<AppState> {
     Router::new().route("/workers", post(register).get(list)).route("/workers/{id}/heartbeat", post(heartbeat)).route("/episodes", post(episodes))
 }
 
-/// Everything a worker needs to start (docs/api.md).
-#[derive(Debug, Serialize, Deserialize)]
-pub struct Registration {
-    pub worker_id: u32,
-    pub epsilon: f64,
-    pub action_set: String,
-    pub task: String,
-    pub n_step: u8,
-    pub gamma: f64,
-    pub upload_every_transitions: u32,
-    pub upload_every_secs: f64,
-    pub model_poll_secs: f64,
-    pub heartbeat_secs: f64,
-    pub eval_share: f64,
-    pub cpu_level: u8,
-    pub cpu_level_top_share: f64,
-}
-
-async fn register(State(s): State<AppState>, _: Writer, ApiJson(info): ApiJson<WorkerInfo>) -> ApiResult<(StatusCode, Json<Registration>)> {
+async fn register(State(s): State<AppState>, _: Writer, ApiJson(info): ApiJson<RegisterRequest>) -> ApiResult<(StatusCode, Json<Registration>)> {
     let host = info.host.clone();
     let (worker_id, epsilon) = s.fleet.lock().expect("fleet lock").register(info, Instant::now());
     tracing::info!(worker_id, %host, epsilon, "worker registered");
@@ -61,13 +43,6 @@ async fn register(State(s): State<AppState>, _: Writer, ApiJson(info): ApiJson<W
     ))
 }
 
-#[derive(Debug, Serialize, Deserialize)]
-pub struct HeartbeatReply {
-    pub epsilon: f64,
-    /// A browser watches this worker's live match: send live frames (api::live).
-    pub watch: bool,
-}
-
 async fn heartbeat(State(s): State<AppState>, _: Writer, Path(id): Path<String>, ApiJson(hb): ApiJson<Heartbeat>) -> ApiResult<Json<HeartbeatReply>> {
     let unknown = || ApiError::NotFound(format!("unknown worker {id}: register again"));
     let wid: u32 = id.parse().map_err(|_| unknown())?;
@@ -85,17 +60,7 @@ async fn list(State(s): State<AppState>, _: Reader) -> Json<WorkerList> {
     Json(WorkerList { workers })
 }
 
-#[derive(Debug, Deserialize)]
-pub struct Episodes {
-    #[serde(default)]
-    pub worker_id: u32,
-    pub episodes: Vec<EpisodeReport>,
-}
-
-/// Most episodes one request may carry (a worker reports every few seconds).
-const MAX_EPISODES: usize = 10_000;
-
-async fn episodes(State(s): State<AppState>, _: Writer, ApiJson(body): ApiJson<Episodes>) -> ApiResult<Json<serde_json::Value>> {
+async fn episodes(State(s): State<AppState>, _: Writer, ApiJson(body): ApiJson<EpisodesRequest>) -> ApiResult<Json<EpisodesReply>> {
     // Validate all before taking any (bad input changes nothing).
     if body.episodes.len() > MAX_EPISODES {
         return Err(ApiError::Unprocessable {
@@ -134,5 +99,5 @@ async fn episodes(State(s): State<AppState>, _: Writer, ApiJson(body): ApiJson<E
         .await
         .map_err(anyhow::Error::from)??;
     }
-    Ok(Json(serde_json::json!({ "accepted": n })))
+    Ok(Json(EpisodesReply { accepted: n as u64 }))
 }

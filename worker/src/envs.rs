@@ -1,0 +1,82 @@
+//! The environment threads: each environment (one emulator) on a thread of its own,
+//! doing what the actor commands and answering with what happened.
+//!
+//! ```text
+//! actor ─ Cmd::Reset | Cmd::Step(action, live decision) ─► env thread i ─► Reply::{Ready, Stepped, Failed, Fatal}
+//! ```
+//! The loop ends when the actor drops its command sender (shutdown).
+
+use crate::actor::ActorConfig;
+use crate::live::{LiveDecision, LiveTap, Pacer};
+use shine_agent::env::Step;
+use shine_agent::{Env, Observation};
+use shine_bridge::Emulator;
+use std::sync::{mpsc, Arc};
+
+pub enum Cmd {
+    Reset {
+        cpu_level: u8,
+        seed: u64,
+    },
+    /// Play an action; with a decision (env 0, watched): paced to real time and recorded.
+    Step(usize, Option<LiveDecision>),
+}
+
+pub enum Reply {
+    Ready(Observation),
+    Stepped {
+        step: Step,
+        skipped_total: u64,
+    },
+    /// The emulator failed; the environment can be reset.
+    Failed(String),
+    /// The emulator could not be created; the environment is gone.
+    Fatal(String),
+}
+
+/// Run one environment: do what the actor says, answer with what happened.
+pub fn env_thread<E: Emulator>(
+    idx: usize,
+    make: &dyn Fn(usize) -> anyhow::Result<E>,
+    cfg: &ActorConfig,
+    cmds: mpsc::Receiver<Cmd>,
+    replies: mpsc::Sender<(usize, Reply)>,
+    live: Option<Arc<LiveTap>>,
+) {
+    let emu = match make(idx) {
+        Ok(e) => e,
+        Err(e) => {
+            let _ = replies.send((idx, Reply::Fatal(format!("{e:#}"))));
+            return;
+        }
+    };
+    let mut env = Env::new(emu, cfg.setup, cfg.task, cfg.actions);
+    let mut pacer = Pacer::default();
+    // The loop ends when the actor drops its sender (shutdown).
+    for cmd in cmds {
+        let reply = match cmd {
+            Cmd::Reset { cpu_level, seed } => env.reset(cpu_level, seed).map(Reply::Ready),
+            Cmd::Step(a, decision) => {
+                let stepped = match (&live, decision) {
+                    (Some(tap), Some(d)) if tap.watched() => {
+                        tap.set_decision(&d);
+                        // Each frame waits for its turn at 60 fps, then goes to the browser.
+                        env.step_with(a, |obs| {
+                            pacer.frame();
+                            tap.push(obs, &d);
+                        })
+                    }
+                    _ => {
+                        pacer.reset();
+                        env.step(a)
+                    }
+                };
+                stepped.map(|step| Reply::Stepped { step, skipped_total: env.emulator().skipped_frames() })
+            }
+        };
+        let reply = reply.unwrap_or_else(|e| Reply::Failed(e.to_string()));
+        if replies.send((idx, reply)).is_err() {
+            return;
+        }
+    }
+}
