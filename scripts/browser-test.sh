@@ -7,8 +7,10 @@
 #   scripts/browser-test.sh            debug binaries
 #   SHINE_PROFILE=release scripts/browser-test.sh
 #
-# Installs what is missing: the `chromium` package (apt; Playwright's own browser
-# download is not used), and playwright-core from web/tests/package-lock.json (npm ci).
+# Installs what is missing: Debian's `chromium` package (scripts/setup-debian.sh;
+# Playwright's own browser download is not used; CHROMIUM=PATH takes another build
+# instead), Node.js and npm when there is no `node`/`npm` on PATH, and playwright-core
+# from web/tests/package-lock.json (npm ci), which asks for Node.js 20 or newer.
 # Screenshots and the downloaded model go to $SHINE_ARTIFACTS (default
 # target/browser-artifacts); the manager's and worker's logs too.
 set -euo pipefail
@@ -19,11 +21,17 @@ art=${SHINE_ARTIFACTS:-$root/target/browser-artifacts}
 rm -rf "$art"
 mkdir -p "$art"
 
-if [ ! -x /usr/bin/chromium ]; then
-    echo "==> installing chromium (apt)" >&2
-    # Refresh the package lists only when the install cannot find the package.
-    DEBIAN_FRONTEND=noninteractive apt-get install -y chromium >/dev/null ||
-        { apt-get update >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium >/dev/null; }
+# Debian's chromium, unless CHROMIUM names another build (dashboard.test.mjs reads it).
+pkgs=()
+[ -n "${CHROMIUM:-}" ] || pkgs+=(chromium)
+# Node.js and npm, unless some are on PATH already (from Debian or elsewhere, such as
+# NodeSource's nodejs, which carries its own npm).
+command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
+[ ${#pkgs[@]} -eq 0 ] || scripts/setup-debian.sh "${pkgs[@]}"
+if [ "$(node -p 'process.versions.node.split(".")[0]')" -lt 20 ]; then
+    # Debian 12's nodejs is 18; Debian 13's is 20. npm ci only warns about it.
+    echo "browser-test.sh: warning: playwright-core (web/tests/package-lock.json) asks for Node.js 20 or newer;" \
+        "this is $(node --version). If the test fails to start, install a newer Node.js (https://nodejs.org/)." >&2
 fi
 if [ ! -f web/tests/node_modules/playwright-core/package.json ]; then
     echo "==> npm ci (web/tests)" >&2

@@ -5,8 +5,26 @@
 # the manager turns on the agent's `torch` feature. Testing the worker in a run of its
 # own builds it exactly as users get it, without libtorch (worker/tests/linkage.rs
 # checks that with ldd).
+#
+# What a fresh Debian machine lacks is installed first (scripts/setup-debian.sh: apt-get,
+# as root or with sudo, only for a package that is missing), then PyTorch into the
+# project's virtual environment (scripts/setup-torch.sh, through env.sh), and Chromium
+# and playwright-core for the dashboard test (scripts/browser-test.sh).
+# SHINE_SKIP_REAL_DOLPHIN=1 skips the real-Dolphin tests and so does not install Dolphin
+# or the PowerPC cross compiler.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+# systemd (systemd-analyze) and cloud-init check the fleet's unit and user-data
+# (manager/tests/fleet.rs); procps has the `kill` the end-to-end tests signal with.
+pkgs=(systemd cloud-init procps)
+# Dolphin (/usr/games/dolphin-emu-nogui) and the PowerPC cross compiler that builds the
+# probe, for the real-emulator tests (bridge/tests/real_dolphin.rs, the worker's doctor test).
+[ "${SHINE_SKIP_REAL_DOLPHIN:-}" = 1 ] || pkgs+=(dolphin-emu gcc-powerpc-linux-gnu binutils-powerpc-linux-gnu)
+# python3 with venv, for setup-torch.sh (Debian splits venv's ensurepip into python3-venv).
+python3 -c 'import ensurepip, venv' 2>/dev/null || pkgs+=(python3 python3-venv)
+scripts/setup-debian.sh "${pkgs[@]}"
+
 . scripts/env.sh
 
 echo "==> tests: bridge, agent (with tch), manager" >&2
