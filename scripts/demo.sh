@@ -69,7 +69,7 @@ try:
 except OSError as e:  # a busy manager (2 cores shared with the workers): next time
     sys.exit(f"(no progress line: {e})")
 pct = lambda v: "-" if v is None else f"{100 * v:.0f} %"
-print(f"experiences {s['experiences_inserted']:>9,}  train steps {s['train_steps']:>8,} ({s['train_steps_per_sec']:.0f}/s)  "
+print(f"inserted {s['transitions_inserted']:>9,}  train steps {s['train_steps']:>8,} ({s['train_steps_per_sec']:.0f}/s)  "
       f"model v{s['model_version']:<4} workers {s['workers']}  survival: training {pct(s['train_survival'])}, evaluation {pct(s['eval_survival'])}",
       flush=True)
 PY

@@ -50,7 +50,7 @@ try:
 except OSError as e:  # a busy manager: skip this line, the run goes on
     sys.exit(f"(no progress line: {e})")
 pct = lambda v: "-" if v is None else f"{100 * v:.0f} %"
-print(f"{(time.time() - int(sys.argv[2])) / 60:5.1f} min  steps {s['train_steps']:>9,}  experiences {s['experiences_inserted']:>10,}  "
+print(f"{(time.time() - int(sys.argv[2])) / 60:5.1f} min  steps {s['train_steps']:>9,}  inserted {s['transitions_inserted']:>10,}  "
       f"model v{s['model_version']}  loss {s['loss'] or 0:.4f}  survival: training {pct(s['train_survival'])}, evaluation {pct(s['eval_survival'])}", flush=True)
 PY
 done
@@ -60,9 +60,9 @@ python3 - "$url" "$start" "$data/curve.csv" <<'PY'
 import json, sys, urllib.request
 stats = json.load(urllib.request.urlopen(sys.argv[1] + "/api/v1/stats", timeout=60))
 with open(sys.argv[3], "w") as f:
-    f.write("minutes,train_steps,experiences,model_version,eval_survival,train_survival\n")
+    f.write("minutes,train_steps,transitions_inserted,model_version,eval_survival,train_survival\n")
     for s in stats["series"]:
-        f.write(f"{(s['t'] - int(sys.argv[2])) / 60:.2f},{s['train_steps']},{s['experiences_inserted']},{s['model_version']},"
+        f.write(f"{(s['t'] - int(sys.argv[2])) / 60:.2f},{s['train_steps']},{s['transitions_inserted']},{s['model_version']},"
                 f"{'' if s['eval_survival'] is None else s['eval_survival']},{'' if s['train_survival'] is None else s['train_survival']}\n")
 PY
 python3 -c "import urllib.request; open('$data/final.safetensors','wb').write(urllib.request.urlopen('$url/api/v1/models/latest', timeout=60).read())"

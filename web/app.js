@@ -73,11 +73,11 @@ const CHARTS = [
     series: [{ key: "mean_q", label: "mean Q", color: "#f472b6" }] },
   { id: "train_sps", title: "Train steps per second", sub: "gradient steps", unit: "steps/s", min: 0,
     series: [{ key: "train_steps_per_sec", label: "steps/s", color: "#4fb3ff" }] },
-  { id: "ingest", title: "Experiences ingested per second", sub: "transitions accepted from workers", unit: "exp/s", min: 0,
-    series: [{ key: "ingest_per_sec", label: "exp/s", color: "#3ecf8e" }] },
+  { id: "ingest", title: "Transitions accepted per second", sub: "uploaded by workers, answered 2xx", unit: "/s", min: 0,
+    series: [{ key: "accepted_per_sec", label: "accepted/s", color: "#3ecf8e" }] },
   { id: "fill", title: "Replay fill", sub: "replay size / capacity, %", unit: "%", pct: true, min: 0, max: 100,
     series: [{ key: "replay_fill", label: "fill", color: "#f5a524" }] },
-  { id: "spi", title: "Samples trained per experience inserted", sub: "rate limiter's ratio", unit: "×", min: 0,
+  { id: "spi", title: "Transitions sampled per transition inserted", sub: "rate limiter's ratio", unit: "×", min: 0,
     series: [{ key: "samples_per_insert", label: "samples/insert", color: "#a78bfa" }] },
   { id: "age", title: "Age of incoming data", sub: "model versions behind the latest", unit: "versions", min: 0,
     series: [{ key: "data_age", label: "versions behind", color: "#f472b6" }] },
@@ -297,7 +297,7 @@ async function pollStats() {
     const cur = s.current;
     $("kpi-model").textContent = cur.model_version ? "v" + cur.model_version : "–";
     $("kpi-steps").textContent = fmtInt(cur.train_steps);
-    $("kpi-exp").textContent = fmtNum(cur.experiences_inserted);
+    $("kpi-exp").textContent = fmtNum(cur.transitions_inserted);
     $("kpi-episodes").textContent = fmtInt(s.episodes_total) + (s.eval_episodes_total ? " (" + fmtInt(s.eval_episodes_total) + " eval)" : "");
     $("kpi-workers").textContent = String(cur.workers);
     $("progress-hint").textContent = "one sample every " + state.interval + " s · replay capacity " + fmtInt(s.replay_capacity) + " · action set " + s.action_set;

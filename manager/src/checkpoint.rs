@@ -28,9 +28,9 @@ pub const FORMAT_VERSION: u32 = 1;
 const META_KEY: &str = "shine_checkpoint";
 const MODEL_FILE: &str = "model_file";
 
-/// Counters that continue across restarts.
+/// RunCounters that continue across restarts.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Counters {
+pub struct RunCounters {
     /// Train steps taken over the whole run.
     pub train_step: u64,
     /// Optimizer updates since its state was created (Adam's bias correction).
@@ -39,17 +39,20 @@ pub struct Counters {
     pub model_version: u64,
     /// Train step of the last published model.
     pub model_train_step: u64,
-    /// Experiences inserted into the replay over the whole run.
-    pub experiences_total: u64,
+    /// Transitions inserted into the replay over the whole run (read from checkpoints
+    /// written before the rename too).
+    #[serde(alias = "experiences_total")]
+    pub transitions_inserted: u64,
     /// Transitions sampled for training over the whole run.
-    pub samples_total: u64,
+    #[serde(alias = "samples_total")]
+    pub transitions_sampled: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CheckpointMeta {
     pub format: String,
     pub format_version: u32,
-    pub counters: Counters,
+    pub counters: RunCounters,
     /// Action-set name: a checkpoint only fits a learner with the same actions.
     pub action_set: String,
     /// The `[trainer]`, `[replay]` and `[dqn]` sections in force when it was saved.
@@ -77,7 +80,7 @@ pub fn path(data_dir: &Path) -> PathBuf {
 pub fn save(
     data_dir: &Path,
     learner: &Learner,
-    counters: &Counters,
+    counters: &RunCounters,
     action_set: &str,
     config: serde_json::Value,
     model_file: &[u8],
@@ -169,7 +172,8 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         assert!(load(tmp.path()).unwrap().is_none(), "no checkpoint yet");
         let l = trained_learner();
-        let counters = Counters { train_step: 3, optimizer_steps: 3, model_version: 2, model_train_step: 2, experiences_total: 99, samples_total: 48 };
+        let counters =
+            RunCounters { train_step: 3, optimizer_steps: 3, model_version: 2, model_train_step: 2, transitions_inserted: 99, transitions_sampled: 48 };
         let config = serde_json::json!({"dqn": {"gamma": 0.99}});
         save(tmp.path(), &l, &counters, "untouchable", config.clone(), b"model bytes").unwrap();
         let ck = load(tmp.path()).unwrap().expect("a checkpoint");
@@ -189,12 +193,12 @@ mod tests {
         // A crash mid-write leaves only the temp file; the last good checkpoint stays.
         let tmp = tempfile::tempdir().unwrap();
         let l = trained_learner();
-        let counters = Counters { train_step: 7, ..Default::default() };
+        let counters = RunCounters { train_step: 7, ..Default::default() };
         save(tmp.path(), &l, &counters, "untouchable", serde_json::Value::Null, b"m").unwrap();
         std::fs::write(dir(tmp.path()).join("checkpoint.safetensors.tmp"), b"half a checkp").unwrap();
         assert_eq!(load(tmp.path()).unwrap().unwrap().meta.counters.train_step, 7);
         // And the next save replaces the leftover.
-        save(tmp.path(), &l, &Counters { train_step: 8, ..Default::default() }, "untouchable", serde_json::Value::Null, b"m").unwrap();
+        save(tmp.path(), &l, &RunCounters { train_step: 8, ..Default::default() }, "untouchable", serde_json::Value::Null, b"m").unwrap();
         assert_eq!(load(tmp.path()).unwrap().unwrap().meta.counters.train_step, 8);
     }
 

@@ -1,19 +1,31 @@
 //! Prometheus metrics (`GET /metrics`), with the `prometheus` crate and a registry of
 //! our own (no process-global state, so tests can run managers side by side).
 //!
-//! Names are the ones DESIGN.md fixes and the dashboard and workers also use:
-//! `shine_experiences_total` (transitions accepted by the API), `shine_train_steps_total`,
-//! `shine_model_version`, `shine_replay_size`, `shine_uploads_rejected_total{reason}`
+//! One vocabulary for the life of a transition, used alike here, in the stats samples
+//! (`GET /api/v1/stats`), on the dashboard and in the docs:
+//! - **accepted**: answered 2xx by the API (`shine_transitions_accepted_total`);
+//! - **inserted**: put into the replay by the trainer (`shine_transitions_inserted_total`,
+//!   over the whole run, across restarts);
+//! - **sampled**: drawn from the replay for a train step (`shine_transitions_sampled_total`);
+//! - **trained**: train steps taken (`shine_train_steps_total`).
+//!
+//! Also `shine_model_version`, `shine_replay_size`, `shine_uploads_rejected_total{reason}`
 //! (reason: the wire format's labels — truncated, magic, version, dims, header, count,
 //! compression, nan, values — and auth, oversized, content_type, busy), `shine_workers`.
-//! Values owned by the trainer are refreshed from its stats at every scrape.
+//! `shine_experiences_total` is the deprecated name of `shine_transitions_accepted_total`,
+//! kept with the same value for one release. Values owned by the trainer are refreshed
+//! from its stats at every scrape.
 
 use crate::trainer::TrainerStats;
 use prometheus::{Encoder, Gauge, IntCounter, IntCounterVec, IntGauge, Opts, Registry, TextEncoder};
 
 pub struct Metrics {
     registry: Registry,
-    pub experiences: IntCounter,
+    /// Use [`Metrics::accepted`], which keeps the deprecated alias in step.
+    pub transitions_accepted: IntCounter,
+    experiences_deprecated: IntCounter,
+    pub transitions_inserted: IntCounter,
+    pub transitions_sampled: IntCounter,
     pub uploads: IntCounter,
     pub duplicates: IntCounter,
     pub rejected: IntCounterVec,
@@ -38,7 +50,10 @@ impl Metrics {
         let gauge = |name: &str, help: &str| reg(&registry, IntGauge::new(name, help).expect("valid metric"));
         let fgauge = |name: &str, help: &str| reg(&registry, Gauge::new(name, help).expect("valid metric"));
         Metrics {
-            experiences: counter("shine_experiences_total", "Transitions accepted from workers"),
+            transitions_accepted: counter("shine_transitions_accepted_total", "Transitions accepted from workers (answered 2xx)"),
+            experiences_deprecated: counter("shine_experiences_total", "Deprecated: the same as shine_transitions_accepted_total"),
+            transitions_inserted: counter("shine_transitions_inserted_total", "Transitions inserted into the replay by the trainer, over the whole run"),
+            transitions_sampled: counter("shine_transitions_sampled_total", "Transitions sampled from the replay for training, over the whole run"),
             uploads: counter("shine_uploads_total", "Experience uploads accepted"),
             duplicates: counter("shine_uploads_duplicate_total", "Uploads dropped as repeats of an accepted upload_id"),
             rejected: reg(
@@ -57,19 +72,26 @@ impl Metrics {
         }
     }
 
-    /// Bring the trainer-owned values up to date. The step counter is a Prometheus
-    /// counter: it advances by the difference (and a resumed trainer starts it at the
-    /// checkpoint's count).
+    /// Bring the trainer-owned values up to date. The run's totals are Prometheus
+    /// counters: they advance by the difference (and a resumed trainer starts them at
+    /// the checkpoint's counts).
     pub fn observe_trainer(&self, s: &TrainerStats) {
-        let seen = self.train_steps.get();
-        if s.train_steps > seen {
-            self.train_steps.inc_by(s.train_steps - seen);
+        for (counter, total) in
+            [(&self.train_steps, s.train_steps), (&self.transitions_inserted, s.transitions_inserted), (&self.transitions_sampled, s.transitions_sampled)]
+        {
+            counter.inc_by(total.saturating_sub(counter.get()));
         }
         self.replay_size.set(s.replay_len as i64);
         self.model_version.set(s.model_version as i64);
         self.loss.set(s.loss);
         self.mean_q.set(s.mean_q);
         self.samples_per_insert.set(s.samples_per_insert);
+    }
+
+    /// Count `n` transitions accepted by the API.
+    pub fn accepted(&self, n: u64) {
+        self.transitions_accepted.inc_by(n);
+        self.experiences_deprecated.inc_by(n);
     }
 
     /// The text exposition format.

@@ -19,6 +19,7 @@
 //! the file system there), request handlers read (a clone of `Bytes` under the lock).
 
 use crate::config::RegistryConfig;
+use crate::trainer::Published;
 use anyhow::Context;
 use axum::body::Bytes;
 use serde::{Deserialize, Serialize};
@@ -126,7 +127,8 @@ impl Registry {
     /// means the trainer resumed from a checkpoint older than models published after it
     /// (a crash): those newer files belong to a lost run and are removed, so "latest"
     /// is always what the trainer holds.
-    pub fn publish(&self, version: u64, train_step: u64, file: Vec<u8>) -> anyhow::Result<()> {
+    pub fn publish(&self, model: Published) -> anyhow::Result<()> {
+        let Published { version, train_step, file } = model;
         let path = self.dir.join(file_name(version));
         durable::write_atomic(&path, &file).with_context(|| format!("writing {}", path.display()))?;
         let mut models = self.models.write().expect("registry lock");
@@ -233,12 +235,12 @@ mod tests {
     fn keeps_the_last_k_and_the_best_evaluated() {
         let dir = tempfile::tempdir().unwrap();
         let r = Registry::open(dir.path(), RegistryConfig { keep_last: 2, keep_best: 1 }).unwrap();
-        r.publish(1, 100, model(1)).unwrap();
-        r.publish(2, 200, model(2)).unwrap();
+        r.publish(Published { version: 1, train_step: 100, file: model(1) }).unwrap();
+        r.publish(Published { version: 2, train_step: 200, file: model(2) }).unwrap();
         assert!(r.record_eval(2, 50, 45).unwrap());
         assert!(r.record_eval(1, 1, 1).unwrap(), "one lucky episode");
-        r.publish(3, 300, model(3)).unwrap();
-        r.publish(4, 400, model(4)).unwrap();
+        r.publish(Published { version: 3, train_step: 300, file: model(3) }).unwrap();
+        r.publish(Published { version: 4, train_step: 400, file: model(4) }).unwrap();
         let versions: Vec<u64> = r.list().iter().map(|e| e.version).collect();
         assert_eq!(versions, vec![4, 3, 2], "last two and the best (2 beats 1's single episode)");
         assert_eq!(files(dir.path()).len(), 3);
@@ -254,8 +256,8 @@ mod tests {
         let m2 = model(2);
         {
             let r = Registry::open(dir.path(), cfg.clone()).unwrap();
-            r.publish(1, 100, model(1)).unwrap();
-            r.publish(2, 200, m2.clone()).unwrap();
+            r.publish(Published { version: 1, train_step: 100, file: model(1) }).unwrap();
+            r.publish(Published { version: 2, train_step: 200, file: m2.clone() }).unwrap();
             r.record_eval(2, 10, 7).unwrap();
         }
         let r = Registry::open(dir.path(), cfg).unwrap();
@@ -269,9 +271,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let r = Registry::open(dir.path(), RegistryConfig { keep_last: 5, keep_best: 0 }).unwrap();
         for v in 1..=3 {
-            r.publish(v, v * 100, model(v)).unwrap();
+            r.publish(Published { version: v, train_step: v * 100, file: model(v) }).unwrap();
         }
-        r.publish(2, 200, model(2)).unwrap();
+        r.publish(Published { version: 2, train_step: 200, file: model(2) }).unwrap();
         assert_eq!(r.latest_version(), Some(2));
         assert_eq!(files(dir.path()), vec![file_name(1), file_name(2)]);
     }

@@ -1,9 +1,12 @@
 //! Start-up and shutdown of the whole service.
 //!
 //! [`run`] binds the configured address and calls [`serve`]; tests call [`serve`] with
-//! a listener on `127.0.0.1:0`. Shutdown is one pattern: when the `shutdown` future
-//! completes the server stops accepting and drains in-flight requests, a cancellation
-//! token stops the background tasks (joined), and the trainer goes last so its final
+//! a listener on `127.0.0.1:0`. Shutdown is the one pattern of `shine_agent::shutdown`
+//! (the worker's too): `main` has the first Ctrl-C or SIGTERM cancel a token (a second
+//! exits at once). When it fires the server stops accepting and drains in-flight
+//! requests; the requests that would wait (a worker's live long poll, a browser's
+//! WebSocket) hold the same token in [`Manager::shutdown`] and end at once; the
+//! background tasks are tracked and joined; and the trainer goes last so its final
 //! checkpoint covers every batch that was accepted.
 
 use crate::api;
@@ -15,23 +18,23 @@ use crate::state::{AppState, Dedup, Manager};
 use crate::stats::{self, EpisodeLog, Series};
 use crate::trainer::{self, TrainerHandle};
 use anyhow::Context;
-use std::future::Future;
 use std::sync::{Arc, Mutex};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
-/// Validate `config`, listen on `[server] listen`, serve until `shutdown` completes.
-pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
+/// Validate `config`, listen on `[server] listen`, serve until `shutdown` is cancelled.
+pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
     config.validate()?;
     let addr = &config.server.listen;
     let listener = TcpListener::bind(addr).await.with_context(|| format!("listening on {addr} ([server] listen, --listen)"))?;
     serve(listener, config, shutdown).await
 }
 
-/// Serve on `listener` until `shutdown` completes; then stop cleanly (final checkpoint).
-pub async fn serve(listener: TcpListener, config: Config, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
+/// Serve on `listener` until `shutdown` is cancelled; then stop cleanly (final checkpoint).
+pub async fn serve(listener: TcpListener, config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
     config.validate()?;
-    let (state, trainer) = start(config).await?;
+    let (state, trainer) = start(config, shutdown.clone()).await?;
     let addr = listener.local_addr()?;
     println!("shine-manager listening on http://{addr}");
     tracing::info!(%addr, data_dir = %state.config.server.data_dir.display(), "listening");
@@ -39,12 +42,14 @@ pub async fn serve(listener: TcpListener, config: Config, shutdown: impl Future<
         tracing::warn!("running WITHOUT a token (--insecure-no-token): anyone who reaches this port can upload");
     }
 
-    let stop = CancellationToken::new();
-    let sampler = tokio::spawn(stats::sampler(state.clone(), stop.clone()));
-    let served = axum::serve(listener, api::app(state.clone())).with_graceful_shutdown(shutdown).await;
+    let tasks = TaskTracker::new();
+    tasks.spawn(stats::sampler(state.clone(), shutdown.clone()));
+    tasks.close();
+    let served = axum::serve(listener, api::app(state.clone())).with_graceful_shutdown(shutdown.clone().cancelled_owned()).await;
     tracing::info!("stopped accepting requests; shutting down");
-    stop.cancel();
-    let _ = sampler.await;
+    // The server may also have stopped on an error: the tasks stop all the same.
+    shutdown.cancel();
+    tasks.wait().await;
     // The trainer last, whatever happened to the server: the final checkpoint.
     tokio::task::spawn_blocking(move || trainer.shutdown()).await.context("trainer shutdown panicked")??;
     tracing::info!("shutdown complete");
@@ -52,7 +57,7 @@ pub async fn serve(listener: TcpListener, config: Config, shutdown: impl Future<
 }
 
 /// Build the shared state: data directory, registry, trainer.
-async fn start(config: Config) -> anyhow::Result<(AppState, TrainerHandle)> {
+async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Result<(AppState, TrainerHandle)> {
     let action_set = config.game.action_set()?;
     let task = config.game.task()?;
     let device = config.trainer.device()?;
@@ -62,8 +67,9 @@ async fn start(config: Config) -> anyhow::Result<(AppState, TrainerHandle)> {
     tracing::info!(?device, action_set = action_set.name(), "starting the trainer");
 
     let publish_to = registry.clone();
-    let publish = move |version: u64, train_step: u64, file: Vec<u8>| {
-        if let Err(e) = publish_to.publish(version, train_step, file) {
+    let publish = move |m: trainer::Published| {
+        let version = m.version;
+        if let Err(e) = publish_to.publish(m) {
             tracing::error!(version, error = format!("{e:#}"), "could not store a published model");
         }
     };
@@ -86,31 +92,8 @@ async fn start(config: Config) -> anyhow::Result<(AppState, TrainerHandle)> {
         live: Default::default(),
         age_sum: Default::default(),
         age_count: Default::default(),
+        shutdown,
         config,
     });
     Ok((state, handle))
-}
-
-/// A future that completes on Ctrl-C (SIGINT) or SIGTERM (what systemd and Kubernetes
-/// send). The handlers are installed here, at the call, not when the future is first
-/// polled: a signal that arrives while the trainer is still starting is not lost (and
-/// does not kill the process with the default action).
-#[cfg(unix)]
-pub fn shutdown_signal() -> anyhow::Result<impl Future<Output = ()> + Send + 'static> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
-    Ok(async move {
-        tokio::select! {
-            _ = int.recv() => tracing::info!("Ctrl-C received"),
-            _ = term.recv() => tracing::info!("SIGTERM received"),
-        }
-    })
-}
-
-#[cfg(not(unix))]
-pub fn shutdown_signal() -> anyhow::Result<impl Future<Output = ()> + Send + 'static> {
-    Ok(async {
-        let _ = tokio::signal::ctrl_c().await;
-    })
 }

@@ -15,6 +15,7 @@ use shine_agent::{ActionSet, Task};
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
+use tokio_util::sync::CancellationToken;
 
 pub type AppState = Arc<Manager>;
 
@@ -41,6 +42,9 @@ pub struct Manager {
     /// Counters only (the sampler takes differences): `stats::Sample::data_age`.
     pub age_sum: AtomicU64,
     pub age_count: AtomicU64,
+    /// Cancelled when the manager shuts down: requests that wait (long polls,
+    /// WebSockets) end at once instead of holding up the final checkpoint.
+    pub shutdown: CancellationToken,
 }
 
 /// Recently accepted `upload_id`s, so a retried upload is not trained on twice.

@@ -21,13 +21,16 @@ use tokio_util::sync::CancellationToken;
 pub struct Sample {
     /// Unix time in seconds.
     pub t: f64,
-    /// Transitions accepted per second since the previous sample.
-    pub ingest_per_sec: f64,
-    /// Total transitions accepted by this manager process.
-    pub experiences: u64,
-    /// Transitions the trainer has put into the replay, over the whole run (continues
-    /// across restarts).
-    pub experiences_inserted: u64,
+    /// Transitions accepted (answered 2xx) per second since the previous sample.
+    pub accepted_per_sec: f64,
+    /// Transitions accepted by this manager process.
+    pub transitions_accepted: u64,
+    /// Transitions the trainer has inserted into the replay, over the whole run
+    /// (continues across restarts).
+    pub transitions_inserted: u64,
+    /// Transitions sampled for training, over the whole run.
+    pub transitions_sampled: u64,
+    /// Train steps taken, over the whole run.
     pub train_steps: u64,
     pub train_steps_per_sec: f64,
     /// Mean TD loss of the latest step read back (null before training starts).
@@ -131,15 +134,16 @@ pub fn sample(state: &AppState, prev: Option<&Sample>) -> Sample {
         fleet.live() as u64
     };
     state.metrics.workers.set(workers as i64);
-    let experiences = state.metrics.experiences.get();
+    let transitions_accepted = state.metrics.transitions_accepted.get();
     let (episode_reward, train_survival, eval_survival) = {
         let e = state.episodes.lock().expect("episodes lock");
         (e.train_reward(), e.train_survival(), e.eval_survival())
     };
     let capacity = state.config.replay.capacity.max(1) as f64;
-    let mut s = Sample { t, experiences, workers, episode_reward, train_survival, eval_survival, ..Default::default() };
+    let mut s = Sample { t, transitions_accepted, workers, episode_reward, train_survival, eval_survival, ..Default::default() };
     s.train_steps = ts.train_steps;
-    s.experiences_inserted = ts.experiences_total;
+    s.transitions_inserted = ts.transitions_inserted;
+    s.transitions_sampled = ts.transitions_sampled;
     // NaN before the first train step: null in JSON.
     s.loss = ts.loss.is_finite().then_some(ts.loss);
     s.mean_q = ts.mean_q.is_finite().then_some(ts.mean_q);
@@ -154,7 +158,7 @@ pub fn sample(state: &AppState, prev: Option<&Sample>) -> Sample {
         s.data_age = (n > 0).then(|| s.age_sum.saturating_sub(p.age_sum) as f64 / n as f64);
         let dt = t - p.t;
         if dt > 0.0 {
-            s.ingest_per_sec = experiences.saturating_sub(p.experiences) as f64 / dt;
+            s.accepted_per_sec = transitions_accepted.saturating_sub(p.transitions_accepted) as f64 / dt;
             s.train_steps_per_sec = s.train_steps.saturating_sub(p.train_steps) as f64 / dt;
         }
     }

@@ -29,7 +29,7 @@
 //! the bounded channel is the back-pressure point (a full queue becomes a 503 and the
 //! worker's spool keeps the data until it retries).
 
-use crate::checkpoint::{self, Counters};
+use crate::checkpoint::{self, RunCounters};
 use crate::replay::{Replay, ReplayConfig, ReplayKind};
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
@@ -208,10 +208,12 @@ pub struct TrainerStats {
     pub replay_staged: usize,
     /// Train steps over the whole run (continues across restarts).
     pub train_steps: u64,
-    /// Transitions inserted over the whole run.
-    pub experiences_total: u64,
+    /// Transitions inserted into the replay over the whole run.
+    pub transitions_inserted: u64,
     /// Transitions inserted since this process started.
-    pub experiences_since_start: u64,
+    pub inserted_since_start: u64,
+    /// Transitions sampled for training over the whole run.
+    pub transitions_sampled: u64,
     /// Burn-in done: the trainer trains when the rate limiter allows.
     pub training: bool,
     /// Mean TD loss of the last step read back (`losses/td_loss`); NaN (JSON null)
@@ -319,6 +321,16 @@ impl Drop for TrainerHandle {
     }
 }
 
+/// A model the trainer has just published, for the registry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Published {
+    pub version: u64,
+    /// The train step whose weights it holds.
+    pub train_step: u64,
+    /// The model file (safetensors).
+    pub file: Vec<u8>,
+}
+
 /// Start the trainer; see the module doc. Errors: bad config, a replay that does not
 /// fit, an unreadable checkpoint or one for another action set.
 pub fn spawn(
@@ -328,7 +340,7 @@ pub fn spawn(
     actions: ActionSet,
     device: tch::Device,
     data_dir: &Path,
-    publish: impl Fn(u64, u64, Vec<u8>) + Send + 'static,
+    publish: impl Fn(Published) + Send + 'static,
 ) -> anyhow::Result<TrainerHandle> {
     cfg.validate(&replay_cfg)?;
     if cfg.threads > 0 {
@@ -364,14 +376,14 @@ pub fn spawn(
         }
         None => {
             // Version 1: random weights, so that workers always have a model to play.
-            let c = Counters { model_version: 1, ..Default::default() };
+            let c = RunCounters { model_version: 1, ..Default::default() };
             let meta = model_meta(actions, 1, 0);
             (c, learner.model_file(&meta)?)
         }
     };
     // Published before the thread starts: by the time `spawn` returns (and the HTTP
     // side starts serving) there is a model.
-    publish(counters.model_version, counters.model_train_step, model_file.clone());
+    publish(Published { version: counters.model_version, train_step: counters.model_train_step, file: model_file.clone() });
 
     let (tx, rx) = sync_channel(cfg.ingest_queue);
     let stats = TrainerStats {
@@ -382,7 +394,8 @@ pub fn spawn(
         },
         replay_capacity: replay.capacity(),
         train_steps: counters.train_step,
-        experiences_total: counters.experiences_total,
+        transitions_inserted: counters.transitions_inserted,
+        transitions_sampled: counters.transitions_sampled,
         samples_per_insert_target: cfg.samples_per_insert,
         model_version: counters.model_version,
         loss: f64::NAN,
@@ -434,10 +447,10 @@ struct Trainer {
     replay: Replay,
     rx: Receiver<Batch>,
     shared: Arc<Shared>,
-    publish: Box<dyn Fn(u64, u64, Vec<u8>) + Send>,
+    publish: Box<dyn Fn(Published) + Send>,
     data_dir: PathBuf,
     config: serde_json::Value,
-    counters: Counters,
+    counters: RunCounters,
     /// The last published model file (what a checkpoint keeps).
     model_file: Vec<u8>,
     limiter: RateLimiter,
@@ -483,10 +496,10 @@ impl Trainer {
         let n = b.count() as u64;
         self.limiter.inserted(n);
         self.inserted_since_start += n;
-        self.counters.experiences_total += n;
+        self.counters.transitions_inserted += n;
         let mut s = self.shared.stats.lock().expect("stats lock");
-        s.experiences_total = self.counters.experiences_total;
-        s.experiences_since_start = self.inserted_since_start;
+        s.transitions_inserted = self.counters.transitions_inserted;
+        s.inserted_since_start = self.inserted_since_start;
         s.replay_len = self.replay.len();
         s.replay_staged = self.replay.staged();
         s.training = self.replay.len() >= self.cfg.burn_in.max(1);
@@ -499,7 +512,7 @@ impl Trainer {
         let batch = self.replay.sample(batch_size)?;
         let out = self.learner.train_step(&batch);
         self.limiter.sampled(batch_size as u64);
-        self.counters.samples_total += batch_size as u64;
+        self.counters.transitions_sampled += batch_size as u64;
         self.counters.train_step = self.learner.step;
         self.counters.optimizer_steps = self.learner.optimizer_steps();
         let step = self.learner.step;
@@ -537,7 +550,7 @@ impl Trainer {
         let version = self.counters.model_version + 1;
         let step = self.learner.step;
         let file = self.learner.model_file(&model_meta(self.actions, version, step))?;
-        (self.publish)(version, step, file.clone());
+        (self.publish)(Published { version, train_step: step, file: file.clone() });
         self.model_file = file;
         self.counters.model_version = version;
         self.counters.model_train_step = step;
@@ -566,7 +579,7 @@ mod tests {
     use shine_agent::experience::{col, BatchMeta, TRANSITION_FLOATS};
     use shine_agent::model::QNet;
 
-    type Published = Arc<Mutex<Vec<(u64, u64, Vec<u8>)>>>;
+    type Models = Arc<Mutex<Vec<Published>>>;
 
     fn batch(n: usize, seed: usize) -> Batch {
         let mut data = Vec::with_capacity(n * TRANSITION_FLOATS);
@@ -597,10 +610,10 @@ mod tests {
         (t, ReplayConfig { capacity: 1000, update_size: 10, ..Default::default() }, DqnConfig { batch_size: 8, ..Default::default() })
     }
 
-    fn start(t: TrainerConfig, r: ReplayConfig, d: DqnConfig, dir: &Path) -> (TrainerHandle, Published) {
-        let published: Published = Default::default();
+    fn start(t: TrainerConfig, r: ReplayConfig, d: DqnConfig, dir: &Path) -> (TrainerHandle, Models) {
+        let published: Models = Default::default();
         let p = published.clone();
-        let h = spawn(t, r, d, ActionSet::Untouchable, tch::Device::Cpu, dir, move |v, s, bytes| p.lock().unwrap().push((v, s, bytes))).unwrap();
+        let h = spawn(t, r, d, ActionSet::Untouchable, tch::Device::Cpu, dir, move |m| p.lock().unwrap().push(m)).unwrap();
         (h, published)
     }
 
@@ -704,11 +717,11 @@ mod tests {
         wait_until(&h, "200 train steps", |s| s.train_steps >= 200);
         h.shutdown().unwrap();
         let published = published.lock().unwrap();
-        let (version, step, bytes) = published.last().unwrap().clone();
+        let Published { version, train_step: step, file: bytes } = published.last().unwrap().clone();
         assert_eq!((version, step), (41, 200), "v1, then one every 5 steps, and no step past the budget");
         let net = QNet::load(&bytes).unwrap();
         assert_eq!((net.meta().model_version, net.meta().train_step, net.meta().action_set.as_str()), (41, 200, "untouchable"));
-        let versions: Vec<u64> = published.iter().map(|p| p.0).collect();
+        let versions: Vec<u64> = published.iter().map(|p| p.version).collect();
         assert_eq!(versions, (1..=41).collect::<Vec<_>>());
     }
 
@@ -722,7 +735,7 @@ mod tests {
         h.shutdown().unwrap();
         assert!(checkpoint::path(tmp.path()).exists());
         let last = before.lock().unwrap().last().unwrap().clone();
-        assert_eq!((last.0, last.1), (23, 110));
+        assert_eq!((last.version, last.train_step), (23, 110));
 
         let (h, after) = start(t, r, d, tmp.path());
         {
@@ -730,15 +743,15 @@ mod tests {
             assert_eq!(first, last, "the same version and the same bytes are served again");
         }
         let s = h.stats();
-        assert_eq!((s.train_steps, s.model_version, s.experiences_total), (110, 23, 110));
+        assert_eq!((s.train_steps, s.model_version, s.transitions_inserted), (110, 23, 110));
         // The replay starts empty: burn-in again, then steps continue from 110.
         ingest(&h, batch(110, 1));
         wait_until(&h, "110 more steps", |s| s.train_steps >= 220);
         h.shutdown().unwrap();
         let after = after.lock().unwrap();
-        assert_eq!(after[1].0, 24);
-        assert_eq!(after[1].1, 115, "the step counter continued");
-        assert_eq!(after.last().unwrap().1, 220);
+        assert_eq!(after[1].version, 24);
+        assert_eq!(after[1].train_step, 115, "the step counter continued");
+        assert_eq!(after.last().unwrap().train_step, 220);
     }
 
     #[test]
@@ -754,8 +767,8 @@ mod tests {
         let release_rx = Mutex::new(release_rx);
         let (entered_tx, entered_rx) = std::sync::mpsc::channel::<()>();
         let entered_tx = Mutex::new(entered_tx);
-        let h = spawn(t, r, d, ActionSet::Untouchable, tch::Device::Cpu, tmp.path(), move |v, _, _| {
-            if v == 2 {
+        let h = spawn(t, r, d, ActionSet::Untouchable, tch::Device::Cpu, tmp.path(), move |m: Published| {
+            if m.version == 2 {
                 entered_tx.lock().unwrap().send(()).unwrap();
                 release_rx.lock().unwrap().recv().unwrap();
             }
@@ -795,7 +808,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let (t, r, d) = small();
         start(t.clone(), r.clone(), d.clone(), tmp.path()).0.shutdown().unwrap();
-        let err = spawn(t, r, d, ActionSet::Fight, tch::Device::Cpu, tmp.path(), |_, _, _| {}).err().expect("refused").to_string();
+        let err = spawn(t, r, d, ActionSet::Fight, tch::Device::Cpu, tmp.path(), |_| {}).err().expect("refused").to_string();
         assert!(err.contains("action set") && err.contains("untouchable"), "{err}");
     }
 }

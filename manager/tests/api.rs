@@ -146,12 +146,21 @@ async fn models_download_with_etags_and_the_service_reports_itself() {
     let r = m.http.get(m.at("/healthz")).send().await.unwrap();
     assert_eq!((r.status().as_u16(), r.text().await.unwrap()), (200, "ok".to_string()));
     let text = m.metrics().await;
-    for name in ["shine_experiences_total", "shine_train_steps_total", "shine_model_version", "shine_replay_size", "shine_workers"] {
+    for name in [
+        "shine_transitions_accepted_total",
+        "shine_transitions_inserted_total",
+        "shine_transitions_sampled_total",
+        "shine_experiences_total",
+        "shine_train_steps_total",
+        "shine_model_version",
+        "shine_replay_size",
+        "shine_workers",
+    ] {
         assert!(metric(&text, name).is_some(), "{name} missing:\n{text}");
     }
     assert_eq!(metric(&text, "shine_model_version"), Some(1.0));
     let stats = m.get_json("/api/v1/stats").await;
-    for key in ["ingest_per_sec", "train_steps_per_sec", "loss", "mean_q", "replay_fill", "samples_per_insert", "model_version", "eval_survival"] {
+    for key in ["accepted_per_sec", "train_steps_per_sec", "loss", "mean_q", "replay_fill", "samples_per_insert", "model_version", "eval_survival"] {
         assert!(stats["current"].get(key).is_some(), "stats lack {key}: {stats}");
     }
     tokio::time::sleep(Duration::from_millis(500)).await;

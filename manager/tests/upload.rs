@@ -23,7 +23,7 @@ async fn every_malformed_upload_is_rejected_with_its_status_and_changes_nothing(
     assert_eq!(st, 202, "{body}");
     assert_eq!(body["accepted"], 50);
     assert_eq!(body["duplicate"], false);
-    m.wait_for("the first batch in the replay", 30, |c| c["experiences_inserted"] == 50).await;
+    m.wait_for("the first batch in the replay", 30, |c| c["transitions_inserted"] == 50).await;
 
     let good = batch(4, 2);
     let uncompressed = {
@@ -79,15 +79,17 @@ async fn every_malformed_upload_is_rejected_with_its_status_and_changes_nothing(
     // A sentinel batch; once it is in, anything accepted before it would be too.
     let (st, _) = m.upload(batch(30, 4)).await;
     assert_eq!(st, 202);
-    let c = m.wait_for("the sentinel in the replay", 30, |c| c["experiences_inserted"].as_u64().unwrap() >= 80).await;
+    let c = m.wait_for("the sentinel in the replay", 30, |c| c["transitions_inserted"].as_u64().unwrap() >= 80).await;
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let c2 = m.current().await;
-    assert_eq!(c["experiences_inserted"], 80, "rejected uploads added nothing");
-    assert_eq!(c2["experiences_inserted"], 80);
-    assert_eq!(c2["experiences"], 80, "the API counted only accepted transitions");
+    assert_eq!(c["transitions_inserted"], 80, "rejected uploads added nothing");
+    assert_eq!(c2["transitions_inserted"], 80);
+    assert_eq!(c2["transitions_accepted"], 80, "the API counted only accepted transitions");
 
     let text = m.metrics().await;
-    assert_eq!(metric(&text, "shine_experiences_total"), Some(80.0));
+    assert_eq!(metric(&text, "shine_transitions_accepted_total"), Some(80.0));
+    assert_eq!(metric(&text, "shine_experiences_total"), Some(80.0), "the deprecated name still says the same");
+    assert_eq!(metric(&text, "shine_transitions_inserted_total"), Some(80.0));
     for (reason, n) in [
         ("magic", 1.0),
         ("version", 1.0),
@@ -174,9 +176,9 @@ async fn a_retried_upload_is_accepted_once() {
     assert_eq!((st, body["accepted"].as_u64(), body["duplicate"].as_bool()), (200, Some(0), Some(true)));
     let (st, _) = m.upload(batch(10, 10)).await;
     assert_eq!(st, 202);
-    m.wait_for("both batches", 30, |c| c["experiences_inserted"].as_u64().unwrap() >= 30).await;
+    m.wait_for("both batches", 30, |c| c["transitions_inserted"].as_u64().unwrap() >= 30).await;
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    assert_eq!(m.current().await["experiences_inserted"], 30, "the repeat was not added");
+    assert_eq!(m.current().await["transitions_inserted"], 30, "the repeat was not added");
     assert_eq!(metric(&m.metrics().await, "shine_uploads_duplicate_total"), Some(1.0));
     m.stop().await.unwrap();
 }

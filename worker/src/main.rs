@@ -3,6 +3,7 @@
 
 use clap::{Parser, Subcommand};
 use shine_worker::{doctor, play, run, settings};
+use std::io::IsTerminal;
 
 #[derive(Parser)]
 #[command(name = "shine-worker", version, about, long_about = None)]
@@ -35,6 +36,8 @@ fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)
+        // Colour only on a terminal: a log file should hold text, not escape codes.
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     match Cli::parse().command {
         Command::Run(args) => run::run(args),

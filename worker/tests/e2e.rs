@@ -16,7 +16,7 @@ fn worker_feeds_the_manager_and_plays_its_new_models() {
         Duration::from_secs(240),
         "experiences, train steps and a new model",
         || {
-            metric(port, "shine_experiences_total").unwrap_or(0.0) >= 2000.0
+            metric(port, "shine_transitions_accepted_total").unwrap_or(0.0) >= 2000.0
                 && metric(port, "shine_train_steps_total").unwrap_or(0.0) > 0.0
                 && metric(port, "shine_model_version").unwrap_or(0.0) >= 2.0
         },
@@ -32,7 +32,7 @@ fn worker_feeds_the_manager_and_plays_its_new_models() {
     // SIGTERM flushed everything: all generated, all delivered, once.
     assert_eq!(u(&stats, "transitions_uploaded"), u(&stats, "transitions_generated"), "{stats}");
     assert_eq!(u(&stats, "spooled_batches"), 0, "{stats}");
-    let at_manager = metric(port, "shine_experiences_total").unwrap() as u64;
+    let at_manager = metric(port, "shine_transitions_accepted_total").unwrap() as u64;
     assert_eq!(at_manager, u(&stats, "transitions_uploaded"), "the manager counted each transition once");
 }
 
@@ -42,19 +42,19 @@ fn no_transition_is_lost_or_doubled_when_the_manager_restarts() {
     let port = free_port();
     let mut manager = start_manager(dir.path(), port, 1);
     let mut worker = start_worker(dir.path(), port, &[]);
-    wait_for(Duration::from_secs(120), "the first experiences", || metric(port, "shine_experiences_total").unwrap_or(0.0) >= 1000.0, &manager);
+    wait_for(Duration::from_secs(120), "the first experiences", || metric(port, "shine_transitions_accepted_total").unwrap_or(0.0) >= 1000.0, &manager);
 
     // Freeze the worker so that the count read next is the first manager's final one
     // (an upload in flight finishes meanwhile: wait until the count holds still over
     // half a second, as a loaded manager may take a while), then stop the manager.
     worker.signal("STOP");
-    let mut first = metric(port, "shine_experiences_total").unwrap() as u64;
+    let mut first = metric(port, "shine_transitions_accepted_total").unwrap() as u64;
     wait_for(
         Duration::from_secs(30),
         "the first manager's count to settle",
         || {
             std::thread::sleep(Duration::from_millis(500));
-            let now = metric(port, "shine_experiences_total").unwrap() as u64;
+            let now = metric(port, "shine_transitions_accepted_total").unwrap() as u64;
             std::mem::replace(&mut first, now) == now
         },
         &manager,
@@ -70,13 +70,13 @@ fn no_transition_is_lost_or_doubled_when_the_manager_restarts() {
     wait_for(
         Duration::from_secs(60),
         "the worker to deliver its spool to the new manager",
-        || metric(port, "shine_experiences_total").unwrap_or(0.0) > 0.0,
+        || metric(port, "shine_transitions_accepted_total").unwrap_or(0.0) > 0.0,
         &manager,
     );
     std::thread::sleep(Duration::from_secs(2));
     worker.signal("TERM");
     assert!(worker.wait(Duration::from_secs(60)).success(), "worker log:\n{}", worker.log());
-    let second = metric(port, "shine_experiences_total").unwrap() as u64;
+    let second = metric(port, "shine_transitions_accepted_total").unwrap() as u64;
     let stats = read_stats(dir.path());
     assert_eq!(u(&stats, "transitions_dropped_spool_full") + u(&stats, "transitions_rejected"), 0, "{stats}");
     assert_eq!(u(&stats, "spooled_batches"), 0, "everything was delivered before exit: {stats}");
@@ -112,12 +112,12 @@ fn the_rate_limiter_paces_the_worker_to_the_learner_and_loses_nothing() {
     // meanwhile. The manager counts an upload when it queues it, so the inserts lead
     // by at most insert_slack, the upload taken before the limiter looked again and
     // the one waiting in the queue:
-    let inserted = metric(port, "shine_experiences_total").unwrap();
+    let inserted = metric(port, "shine_transitions_accepted_total").unwrap();
     let sampled = metric(port, "shine_train_steps_total").unwrap() * BATCH;
     assert!(inserted <= sampled / RATIO + INSERT_SLACK + 2.0 * UPLOAD, "{inserted} inserted is too far ahead of {sampled} sampled");
     // ... and the learner leads by at most rate_slack plus one batch.
     let sampled = metric(port, "shine_train_steps_total").unwrap() * BATCH;
-    let inserted = metric(port, "shine_experiences_total").unwrap();
+    let inserted = metric(port, "shine_transitions_accepted_total").unwrap();
     assert!(sampled <= RATIO * inserted + RATE_SLACK + BATCH, "{sampled} sampled is too far ahead of {inserted} inserted");
 
     worker.signal("TERM");
@@ -133,5 +133,5 @@ fn the_rate_limiter_paces_the_worker_to_the_learner_and_loses_nothing() {
     // transition, and the shutdown flush stops after 15 s) stays spooled on disk.
     assert_eq!(u(&stats, "transitions_dropped_spool_full") + u(&stats, "transitions_rejected"), 0, "{stats}");
     assert_eq!(u(&stats, "transitions_uploaded") + u(&stats, "spooled_transitions"), u(&stats, "transitions_generated"), "{stats}");
-    assert_eq!(metric(port, "shine_experiences_total").unwrap() as u64, u(&stats, "transitions_uploaded"), "the manager counted each transition once");
+    assert_eq!(metric(port, "shine_transitions_accepted_total").unwrap() as u64, u(&stats, "transitions_uploaded"), "the manager counted each transition once");
 }

@@ -87,7 +87,7 @@ async fn accept(s: &AppState, req: Request) -> ApiResult<Response> {
         tracing::debug!(worker_id, "duplicate upload dropped");
         return Ok((StatusCode::OK, Json(UploadReply { accepted: 0, duplicate: true })).into_response());
     }
-    s.metrics.experiences.inc_by(count);
+    s.metrics.accepted(count);
     // How stale the data is: versions between the model that played it and the latest.
     let age = s.registry.latest_version().unwrap_or(0).saturating_sub(played_by);
     s.age_sum.fetch_add(age.saturating_mul(count), Relaxed);

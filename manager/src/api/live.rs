@@ -6,7 +6,7 @@ use super::{ApiJson, Reader, Writer};
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 use axum::extract::rejection::QueryRejection;
-use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::ws::{close_code, CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::response::Response;
 use axum::routing::get;
@@ -49,7 +49,11 @@ async fn wait_watched(State(s): State<AppState>, _: Writer, Path(id): Path<Strin
     let Query(q) = q.map_err(|r| ApiError::BadRequest { code: "bad_query", message: r.body_text() })?;
     let wid = known_worker(&s, &id)?;
     let wait = q.wait_secs.filter(|w| w.is_finite()).unwrap_or(0.0).clamp(0.0, MAX_WAIT_SECS);
-    let watch = s.live.wait_watched(wid, Duration::from_secs_f64(wait)).await;
+    // A shutting-down manager answers at once: the worker asks again after the restart.
+    let watch = tokio::select! {
+        w = s.live.wait_watched(wid, Duration::from_secs_f64(wait)) => w,
+        _ = s.shutdown.cancelled() => false,
+    };
     Ok(Json(WatchReply { watch, watchers: s.live.watchers(wid) }))
 }
 
@@ -96,6 +100,11 @@ async fn watch(s: AppState, wid: u32, mut socket: WebSocket) {
                 Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break,
                 Some(Ok(_)) => {}
             },
+            // The manager is stopping: say goodbye properly (the dashboard reconnects).
+            _ = s.shutdown.cancelled() => {
+                let _ = socket.send(Message::Close(Some(CloseFrame { code: close_code::AWAY, reason: "the manager is shutting down".into() }))).await;
+                break;
+            }
         }
     }
     drop(sub);

@@ -7,7 +7,7 @@ use shine_agent::experience::{self, col, BatchMeta, TRANSITION_FLOATS};
 use shine_manager::config::Config;
 use std::path::Path;
 use std::time::{Duration, Instant};
-use tokio::sync::oneshot;
+use tokio_util::sync::{CancellationToken, DropGuard};
 
 pub const TOKEN: &str = "test-token";
 
@@ -33,7 +33,9 @@ pub fn config(data_dir: &Path) -> Config {
 pub struct Manager {
     pub url: String,
     pub http: reqwest::Client,
-    stop: Option<oneshot::Sender<()>>,
+    stop: CancellationToken,
+    /// A manager dropped without `stop` is shut down too (as the test's end drops it).
+    _stop_on_drop: DropGuard,
     task: tokio::task::JoinHandle<anyhow::Result<()>>,
 }
 
@@ -41,12 +43,10 @@ impl Manager {
     pub async fn start(config: Config) -> Manager {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
-        let (tx, rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(shine_manager::serve(listener, config, async move {
-            let _ = rx.await;
-        }));
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(shine_manager::serve(listener, config, stop.clone()));
         let http = reqwest::Client::new();
-        let m = Manager { url, http, stop: Some(tx), task };
+        let m = Manager { url, http, _stop_on_drop: stop.clone().drop_guard(), stop, task };
         // serve() binds before starting the trainer: wait until it answers.
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
@@ -62,8 +62,8 @@ impl Manager {
     }
 
     /// Graceful shutdown (final checkpoint); the run's result.
-    pub async fn stop(mut self) -> anyhow::Result<()> {
-        let _ = self.stop.take().unwrap().send(());
+    pub async fn stop(self) -> anyhow::Result<()> {
+        self.stop.cancel();
         self.task.await.unwrap()
     }
 
