@@ -2,7 +2,6 @@
 //! out as `{"error": {"code", "message"}}` (docs/api.md). A 5xx tells the client only
 //! "internal error"; the cause is logged once, here, inside the request's span.
 
-use axum::extract::rejection::JsonRejection;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -111,18 +110,6 @@ fn upload_code(e: &WireError) -> &'static str {
         NotFinite { .. } => "not_finite",
         BadAction { .. } => "bad_action",
         BadTerminal { .. } => "bad_terminal",
-    }
-}
-
-impl From<JsonRejection> for ApiError {
-    fn from(r: JsonRejection) -> Self {
-        let message = r.body_text();
-        match r.status() {
-            StatusCode::UNSUPPORTED_MEDIA_TYPE => ApiError::UnsupportedMediaType(message),
-            StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge { limit: crate::api::JSON_LIMIT },
-            StatusCode::UNPROCESSABLE_ENTITY => ApiError::Unprocessable { code: "invalid_json", message },
-            _ => ApiError::BadRequest { code: "bad_json", message },
-        }
     }
 }
 

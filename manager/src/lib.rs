@@ -1,36 +1,44 @@
 //! `shine-manager`: the learner service.
 //!
-//! Learner core (data flow):
+//! Data flow of an experience upload, and of everything it feeds:
 //! ```text
-//! HTTP ingest ─ trainer::TrainerHandle::try_ingest (bounded queue; full = 503)
-//!                 │
-//!                 ▼  trainer thread (owns everything below)
+//! worker ─POST /api/v1/experience─► api::experience: check, decode + validate (blocking pool), dedup
+//!                                     │ trainer::TrainerHandle::try_ingest (bounded queue; full = 503)
+//!                                     ▼  trainer thread (owns everything below)
 //!   replay::Replay (ring on the device, or the in-RAM baseline)
-//!                 │ sample [batch, 57] on the device
-//!                 ▼
-//!   shine_agent::dqn::Learner::train_step ─► publish model every N steps ─► registry
-//!                 │
-//!                 └─► checkpoint (atomic, every M steps and on shutdown)
+//!                                     │ sample [batch, 57] on the device
+//!                                     ▼
+//!   shine_agent::dqn::Learner::train_step ─► publish every N steps ─► registry (models on disk)
+//!                                     │                                   └─► GET /api/v1/models/...
+//!                                     └─► checkpoint (atomic, every M steps and on shutdown)
+//! sampler (every interval) ─► stats (time series), metrics ─► GET /api/v1/stats, /metrics
 //! ```
+//! Learner core:
 //! - [`replay`]: the in-GPU replay and the in-RAM baseline.
 //! - [`trainer`]: the trainer thread, its rate limiter and its handle.
 //! - [`checkpoint`]: atomic save and restore of the learner and counters.
 //! - [`bench`]: the paper's Table 1 and Figure 3 in one run.
+//!
+//! Service:
+//! - [`server`]: start-up and the one shutdown pattern (`shine_agent::shutdown`).
+//! - [`api`]: the HTTP API (axum router, one module per route group); [`error`]: its
+//!   one error enum; [`state`]: the one state struct the handlers share.
+//! - [`config`]: the TOML file and the CLI.
+//! - [`fleet`]: the worker registry and the epsilon ladder.
+//! - [`stats`]: the dashboard's time series; [`sampler`]: takes its samples;
+//!   [`metrics`]: Prometheus, with the same words (accepted, inserted, sampled, trained).
+//! - [`live`]: live matches, worker frames fanned out to browsers.
+//! - [`registry`]: published models on disk.
+//! - [`launch`]: `shine-manager launch-script`, the `configs/` files for a worker fleet.
+//!
+//! The JSON messages and the upload format the API speaks are defined once, in
+//! `shine_agent::protocol` and `shine_agent::experience`.
 
 pub mod bench;
 pub mod checkpoint;
 pub mod replay;
 pub mod trainer;
 
-// Service half (HTTP API, registry, metrics, config). Data flow of a request:
-//   api::app (axum router, one module per route group) ─► state::Manager (shared)
-//     experience upload ─► decode + validate (blocking pool) ─► dedup ─► trainer::TrainerHandle::try_ingest
-//     trainer thread ─► publish callback ─► registry (models on disk) ─► GET /api/v1/models/...
-//     stats::sampler (every interval) ─► time series, metrics ─► GET /api/v1/stats, /metrics
-// - config: the TOML file and the CLI;  error: the API's one error enum;
-// - fleet: worker registry and epsilon ladder;  server: start-up and shutdown.
-// - live: live matches, worker frames fanned out to browsers (api::live, api::web).
-// - launch: `shine-manager launch-script`, the configs/ files for a worker fleet.
 pub mod api;
 pub mod config;
 pub mod error;
@@ -39,6 +47,7 @@ pub mod launch;
 pub mod live;
 pub mod metrics;
 pub mod registry;
+pub mod sampler;
 pub mod server;
 pub mod state;
 pub mod stats;

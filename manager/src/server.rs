@@ -14,8 +14,9 @@ use crate::config::Config;
 use crate::fleet::Fleet;
 use crate::metrics::Metrics;
 use crate::registry::Registry;
+use crate::sampler;
 use crate::state::{AppState, Dedup, Manager};
-use crate::stats::{self, EpisodeLog, Series};
+use crate::stats::{EpisodeLog, Series};
 use crate::trainer::{self, TrainerHandle};
 use anyhow::Context;
 use std::sync::{Arc, Mutex};
@@ -43,7 +44,7 @@ pub async fn serve(listener: TcpListener, config: Config, shutdown: Cancellation
     }
 
     let tasks = TaskTracker::new();
-    tasks.spawn(stats::sampler(state.clone(), shutdown.clone()));
+    tasks.spawn(sampler::sampler(state.clone(), shutdown.clone()));
     tasks.close();
     let served = axum::serve(listener, api::app(state.clone())).with_graceful_shutdown(shutdown.clone().cancelled_owned()).await;
     tracing::info!("stopped accepting requests; shutting down");

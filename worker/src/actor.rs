@@ -27,7 +27,7 @@
 //! many models a long run sees (`tests/model_swap_memory.rs` measures it).
 
 use crate::batcher::{Batcher, RawBatch};
-use crate::envs::{env_thread, Cmd, Reply};
+use crate::envs::{env_thread, Cmd, Game, Reply};
 use crate::live::{LiveDecision, LiveTap};
 use crate::nstep::{Decision, NStep};
 use crate::shared::ActorCounters;
@@ -154,12 +154,13 @@ where
     let mut slots = Vec::with_capacity(cfg.envs);
     for i in 0..cfg.envs {
         let (tx, rx) = mpsc::channel();
-        let (make, cfg2, reply_tx) = (make.clone(), cfg.clone(), reply_tx.clone());
+        let (make, reply_tx) = (make.clone(), reply_tx.clone());
+        let game = Game { setup: cfg.setup, task: cfg.task, actions: cfg.actions };
         // Only environment 0 is ever shown live.
         let live = if i == 0 { io.live.clone() } else { None };
         let t = std::thread::Builder::new()
             .name(format!("env-{i}"))
-            .spawn(move || env_thread(i, &*make, &cfg2, rx, reply_tx, live))
+            .spawn(move || env_thread(i, &*make, game, rx, reply_tx, live))
             .context("starting an environment thread")?;
         threads.push(t);
         let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);

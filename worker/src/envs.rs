@@ -6,12 +6,19 @@
 //! ```
 //! The loop ends when the actor drops its command sender (shutdown).
 
-use crate::actor::ActorConfig;
 use crate::live::{LiveDecision, LiveTap, Pacer};
 use shine_agent::env::Step;
-use shine_agent::{Env, Observation};
-use shine_bridge::Emulator;
+use shine_agent::{ActionSet, Env, Observation, Task};
+use shine_bridge::{Emulator, MatchSetup};
 use std::sync::{mpsc, Arc};
+
+/// What every environment plays: the match, the task and the action set.
+#[derive(Debug, Clone, Copy)]
+pub struct Game {
+    pub setup: MatchSetup,
+    pub task: Task,
+    pub actions: ActionSet,
+}
 
 pub enum Cmd {
     Reset {
@@ -38,7 +45,7 @@ pub enum Reply {
 pub fn env_thread<E: Emulator>(
     idx: usize,
     make: &dyn Fn(usize) -> anyhow::Result<E>,
-    cfg: &ActorConfig,
+    game: Game,
     cmds: mpsc::Receiver<Cmd>,
     replies: mpsc::Sender<(usize, Reply)>,
     live: Option<Arc<LiveTap>>,
@@ -50,7 +57,7 @@ pub fn env_thread<E: Emulator>(
             return;
         }
     };
-    let mut env = Env::new(emu, cfg.setup, cfg.task, cfg.actions);
+    let mut env = Env::new(emu, game.setup, game.task, game.actions);
     let mut pacer = Pacer::default();
     // The loop ends when the actor drops its sender (shutdown).
     for cmd in cmds {

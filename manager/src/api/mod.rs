@@ -24,8 +24,10 @@ pub mod workers;
 
 use crate::error::ApiError;
 use crate::state::AppState;
+use axum::extract::rejection::JsonRejection;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
+use axum::http::StatusCode;
 use axum::http::{header, HeaderMap};
 use axum::Router;
 use tower_http::trace::{DefaultOnFailure, TraceLayer};
@@ -111,6 +113,19 @@ impl FromRequestParts<AppState> for Reader {
             Ok(Reader)
         } else {
             Err(ApiError::Unauthorized)
+        }
+    }
+}
+
+/// Bad JSON as the API's errors: syntax 400, a missing or mistyped field 422.
+impl From<JsonRejection> for ApiError {
+    fn from(r: JsonRejection) -> Self {
+        let message = r.body_text();
+        match r.status() {
+            StatusCode::UNSUPPORTED_MEDIA_TYPE => ApiError::UnsupportedMediaType(message),
+            StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge { limit: JSON_LIMIT },
+            StatusCode::UNPROCESSABLE_ENTITY => ApiError::Unprocessable { code: "invalid_json", message },
+            _ => ApiError::BadRequest { code: "bad_json", message },
         }
     }
 }

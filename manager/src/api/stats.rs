@@ -4,8 +4,9 @@
 use super::Reader;
 use crate::error::{ApiError, ApiResult};
 use crate::fleet::WorkerView;
+use crate::sampler;
 use crate::state::AppState;
-use crate::stats::{self, Sample};
+use crate::stats::Sample;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::routing::get;
@@ -42,7 +43,7 @@ async fn get_stats(State(s): State<AppState>, _: Reader, q: Result<Query<Since>,
         let series = s.series.lock().expect("series lock");
         (series.since(q.since), series.last().cloned())
     };
-    let current = stats::sample(&s, last.as_ref());
+    let current = sampler::sample(&s, last.as_ref());
     let (episodes_total, eval_episodes_total) = {
         let e = s.episodes.lock().expect("episodes lock");
         (e.total, e.eval_total)

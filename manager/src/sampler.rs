@@ -1,0 +1,72 @@
+//! Taking the dashboard's samples ([`crate::stats::Sample`]): from the trainer's own
+//! counters, the API's metrics, the fleet and the recent episodes, every
+//! `[stats] interval_secs` ([`sampler`]) and at each `GET /api/v1/stats` ([`sample`]).
+
+use crate::state::AppState;
+use crate::stats::Sample;
+use shine_agent::durable::unix_now;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+/// Take one sample now; `prev` (the last sample) gives the rates.
+pub fn sample(state: &AppState, prev: Option<&Sample>) -> Sample {
+    let t = unix_now();
+    let ts = state.trainer.stats();
+    state.metrics.observe_trainer(&ts);
+    let workers = {
+        let mut fleet = state.fleet.lock().expect("fleet lock");
+        fleet.sweep(Instant::now());
+        fleet.live() as u64
+    };
+    state.metrics.workers.set(workers as i64);
+    let transitions_accepted = state.metrics.transitions_accepted.get();
+    let (episode_reward, train_survival, eval_survival) = {
+        let e = state.episodes.lock().expect("episodes lock");
+        (e.train_reward(), e.train_survival(), e.eval_survival())
+    };
+    let capacity = state.config.replay.capacity.max(1) as f64;
+    let mut s = Sample { t, transitions_accepted, workers, episode_reward, train_survival, eval_survival, ..Default::default() };
+    s.train_steps = ts.train_steps;
+    s.transitions_inserted = ts.transitions_inserted;
+    s.transitions_sampled = ts.transitions_sampled;
+    // NaN before the first train step: null in JSON.
+    s.loss = ts.loss.is_finite().then_some(ts.loss);
+    s.mean_q = ts.mean_q.is_finite().then_some(ts.mean_q);
+    s.replay_size = ts.replay_len as u64;
+    s.replay_fill = ts.replay_len as f64 / capacity;
+    s.samples_per_insert = ts.samples_per_insert;
+    s.model_version = ts.model_version;
+    s.age_sum = state.age_sum.load(Relaxed);
+    s.age_count = state.age_count.load(Relaxed);
+    if let Some(p) = prev {
+        let n = s.age_count.saturating_sub(p.age_count);
+        s.data_age = (n > 0).then(|| s.age_sum.saturating_sub(p.age_sum) as f64 / n as f64);
+        let dt = t - p.t;
+        if dt > 0.0 {
+            s.accepted_per_sec = transitions_accepted.saturating_sub(p.transitions_accepted) as f64 / dt;
+            s.train_steps_per_sec = s.train_steps.saturating_sub(p.train_steps) as f64 / dt;
+        }
+    }
+    s
+}
+
+/// Sample every `interval` until cancelled.
+pub async fn sampler(state: AppState, stop: CancellationToken) {
+    let period = Duration::from_secs_f64(state.config.stats.interval_secs);
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => break,
+            _ = tick.tick() => {}
+        }
+        let prev = state.series.lock().expect("series lock").last().cloned();
+        let s = sample(&state, prev.as_ref());
+        state.series.lock().expect("series lock").push(s);
+        // Live channels of workers that are gone and unwatched are dropped here.
+        let now = Instant::now();
+        let fleet = state.fleet.lock().expect("fleet lock");
+        state.live.retain_workers(|id| fleet.contains(id, now));
+    }
+}
