@@ -183,7 +183,20 @@ where
 
     let batcher =
         Batcher::new(cfg.batch_transitions, Duration::from_secs_f64(cfg.batch_secs.max(0.01)), cfg.n_step.max(1), io.batches.clone(), counters.clone());
-    let mut round = Round::new(&cfg, slots, batcher, counters, io.episodes.clone(), io.live.clone());
+    let mut round = Round {
+        cfg: &cfg,
+        slots,
+        batcher,
+        counters,
+        episodes: io.episodes.clone(),
+        live: io.live.clone(),
+        alive: cfg.envs,
+        last_error: String::new(),
+        need: Vec::with_capacity(cfg.envs),
+        scratch: Scratch::default(),
+        states: vec![0.0; cfg.envs * STATE_DIM],
+        q: vec![0.0; cfg.envs * cfg.actions.len()],
+    };
     let mut ready: Vec<(usize, Reply)> = Vec::with_capacity(cfg.envs);
 
     let result = loop {
@@ -259,32 +272,7 @@ struct Round<'a> {
     q: Vec<f32>,
 }
 
-impl<'a> Round<'a> {
-    fn new(
-        cfg: &'a ActorConfig,
-        slots: Vec<Slot>,
-        batcher: Batcher,
-        counters: Arc<ActorCounters>,
-        episodes: tokio::sync::mpsc::Sender<EpisodeReport>,
-        live: Option<Arc<LiveTap>>,
-    ) -> Self {
-        let (envs, actions) = (cfg.envs, cfg.actions.len());
-        Round {
-            cfg,
-            slots,
-            batcher,
-            counters,
-            episodes,
-            live,
-            alive: envs,
-            last_error: String::new(),
-            need: Vec::with_capacity(envs),
-            scratch: Scratch::default(),
-            states: vec![0.0; envs * STATE_DIM],
-            q: vec![0.0; envs * actions],
-        }
-    }
-
+impl Round<'_> {
     /// One round: record every reply, then decide for every environment that waits.
     fn play(&mut self, replies: impl Iterator<Item = (usize, Reply)>, model: &Model) -> anyhow::Result<()> {
         self.need.clear();
