@@ -8,6 +8,7 @@
 
 use crate::replay::ReplayConfig;
 use crate::trainer::TrainerConfig;
+use crate::wal::WalConfig;
 use anyhow::{bail, Context};
 use clap::Parser;
 use serde::{Deserialize, Serialize};
@@ -27,6 +28,7 @@ pub struct Config {
     pub trainer: TrainerConfig,
     pub replay: ReplayConfig,
     pub dqn: DqnConfig,
+    pub wal: WalConfig,
 }
 
 /// `[server]`: the HTTP side.
@@ -200,6 +202,9 @@ impl Config {
         }
         if s.dedup_window == 0 {
             bail!("[server] dedup_window must be at least 1");
+        }
+        if self.wal.segment_mb == 0 || self.wal.segment_mb > 4096 {
+            bail!("[wal] segment_mb = {} must be in 1..=4096", self.wal.segment_mb);
         }
         let g = &self.game;
         g.action_set()?;

@@ -34,6 +34,12 @@ pub enum ApiError {
     /// 503: the trainer's ingest queue is full; retry with backoff.
     #[error("the trainer's ingest queue is full: retry later")]
     Busy,
+    /// 503: the disk is full; the upload was not kept (retry later).
+    #[error("{0}")]
+    StorageFull(String),
+    /// 405: the route exists, the method does not.
+    #[error("method not allowed on this route; allowed: {allowed}")]
+    MethodNotAllowed { allowed: String },
     /// 500; the cause is logged, never sent.
     #[error("internal error")]
     Internal(#[from] anyhow::Error),
@@ -49,7 +55,8 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Unprocessable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Upload(e) => upload_status(e),
-            ApiError::Busy => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Busy | ApiError::StorageFull(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -64,6 +71,8 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
             ApiError::Upload(e) => upload_code(e),
             ApiError::Busy => "busy",
+            ApiError::StorageFull(_) => "storage_full",
+            ApiError::MethodNotAllowed { .. } => "method_not_allowed",
             ApiError::Internal(_) => "internal",
         }
     }
@@ -76,6 +85,7 @@ impl ApiError {
             ApiError::PayloadTooLarge { .. } => "oversized",
             ApiError::UnsupportedMediaType(_) => "content_type",
             ApiError::Busy => "busy",
+            ApiError::StorageFull(_) => "storage_full",
             _ => "other",
         }
     }

@@ -2,8 +2,9 @@
 //!
 //! Data flow of an experience upload, and of everything it feeds:
 //! ```text
-//! worker ─POST /api/v1/experience─► api::experience: check, decode + validate (blocking pool), dedup
-//!                                     │ trainer::TrainerHandle::try_ingest (bounded queue; full = 503)
+//! worker ─POST /api/v1/experience─► api::experience: check; room in the queue, from the header (else 503);
+//!                                     │ dedup; decode + validate (blocking pool); wal::Wal::append (durable) ─► 202
+//!                                     │ trainer::Reservation::ingest (the queue, bounded in transitions)
 //!                                     ▼  trainer thread (owns everything below)
 //!   replay::Replay (ring on the device, or the in-RAM baseline)
 //!                                     │ sample [batch, 57] on the device
@@ -17,6 +18,8 @@
 //! - [`replay`]: the in-GPU replay and the in-RAM baseline.
 //! - [`trainer`]: the trainer thread, its rate limiter and its handle.
 //! - [`checkpoint`]: atomic save and restore of the learner and counters.
+//! - [`wal`]: the write-ahead log of accepted uploads; a restart rebuilds the replay
+//!   and the seen upload ids from it.
 //! - [`bench`]: the paper's Table 1 and Figure 3 in one run.
 //!
 //! Service:
@@ -38,6 +41,7 @@ pub mod bench;
 pub mod checkpoint;
 pub mod replay;
 pub mod trainer;
+pub mod wal;
 
 pub mod api;
 pub mod config;

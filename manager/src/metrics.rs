@@ -9,9 +9,13 @@
 //! - **sampled**: drawn from the replay for a train step (`shine_transitions_sampled_total`);
 //! - **trained**: train steps taken (`shine_train_steps_total`).
 //!
-//! Also `shine_model_version`, `shine_replay_size`, `shine_uploads_rejected_total{reason}`
+//! Also `shine_model_version`, `shine_replay_size` (rows sampling can draw),
+//! `shine_replay_staged` (rows waiting for the next block write), `shine_ingest_queued`,
+//! `shine_wal_bytes`, `shine_wal_segments`, `shine_wal_fsyncs_total`,
+//! `shine_uploads_rejected_total{reason}`
 //! (reason: the wire format's labels — truncated, magic, version, dims, header, count,
-//! compression, nan, values — and auth, oversized, content_type, busy), `shine_workers`.
+//! compression, nan, values — and auth, oversized, content_type, busy, storage_full),
+//! `shine_workers`.
 //! `shine_experiences_total` is the deprecated name of `shine_transitions_accepted_total`,
 //! kept with the same value for one release. Values owned by the trainer are refreshed
 //! from its stats at every scrape.
@@ -32,6 +36,11 @@ pub struct Metrics {
     pub train_steps: IntCounter,
     pub model_version: IntGauge,
     pub replay_size: IntGauge,
+    pub replay_staged: IntGauge,
+    pub ingest_queued: IntGauge,
+    pub wal_bytes: IntGauge,
+    pub wal_segments: IntGauge,
+    pub wal_fsyncs: IntCounter,
     pub workers: IntGauge,
     pub episodes: IntCounter,
     pub loss: Gauge,
@@ -62,7 +71,12 @@ impl Metrics {
             ),
             train_steps: counter("shine_train_steps_total", "Gradient steps taken by the trainer"),
             model_version: gauge("shine_model_version", "Version of the latest published model"),
-            replay_size: gauge("shine_replay_size", "Transitions held in the replay"),
+            replay_size: gauge("shine_replay_size", "Transitions in the replay that sampling can draw (staged rows not included)"),
+            replay_staged: gauge("shine_replay_staged", "Transitions staged in host memory for the replay's next block write"),
+            ingest_queued: gauge("shine_ingest_queued", "Transitions accepted and queued for the replay"),
+            wal_bytes: gauge("shine_wal_bytes", "Bytes of the write-ahead log on disk"),
+            wal_segments: gauge("shine_wal_segments", "Segment files of the write-ahead log"),
+            wal_fsyncs: counter("shine_wal_fsyncs_total", "Group commits of the write-ahead log (one fsync each)"),
             workers: gauge("shine_workers", "Live workers"),
             episodes: counter("shine_episodes_total", "Finished episodes reported by workers"),
             loss: fgauge("shine_loss", "Recent mean TD loss"),
@@ -82,10 +96,20 @@ impl Metrics {
             counter.inc_by(total.saturating_sub(counter.get()));
         }
         self.replay_size.set(s.replay_len as i64);
+        self.replay_staged.set(s.replay_staged as i64);
+        self.ingest_queued.set(s.queued as i64);
         self.model_version.set(s.model_version as i64);
         self.loss.set(s.loss);
         self.mean_q.set(s.mean_q);
         self.samples_per_insert.set(s.samples_per_insert);
+    }
+
+    /// Bring the write-ahead log's values up to date.
+    pub fn observe_wal(&self, w: &crate::wal::WalStats) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.wal_bytes.set(w.bytes.load(Relaxed) as i64);
+        self.wal_segments.set(w.segments.load(Relaxed) as i64);
+        self.wal_fsyncs.inc_by(w.fsyncs.load(Relaxed).saturating_sub(self.wal_fsyncs.get()));
     }
 
     /// Count `n` transitions accepted by the API.

@@ -3,8 +3,12 @@
 //! Layout under `{data_dir}/models/`:
 //! ```text
 //! model-0000000007.safetensors   the model file, byte for byte what workers download
-//! index.json                     per version: created time, evaluation tallies
+//! index.json                     per version: created time, evaluation tallies; and the
+//!                                highest version ever published
 //! ```
+//! A version number names one set of weights forever: [`Registry::publish`] refuses a
+//! number already used for other bytes, and [`Registry::highest_version`] (kept in
+//! `index.json`, so pruning cannot lower it) tells a restarted trainer where to go on.
 //! Files are written to a temporary name, synced and renamed, so a crash never leaves
 //! a half-written model under a real name. The version and train step come from each
 //! file's own metadata on start; `index.json` adds what a file cannot hold (evaluation
@@ -38,6 +42,18 @@ pub struct ModelEntry {
     /// Evaluation episodes played with this model, and how many survived the minute.
     pub eval_episodes: u64,
     pub eval_survived: u64,
+    /// The HTTP ETag, derived from the file's bytes ([`etag_of`]); not stored.
+    #[serde(skip)]
+    pub etag: String,
+}
+
+/// A model file's ETag: the first 128 bits of its SHA-256, so a cached copy is never
+/// taken for other weights, whatever happened to version numbers.
+pub fn etag_of(file: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(file);
+    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!("\"{hex}\"")
 }
 
 impl ModelEntry {
@@ -53,6 +69,9 @@ impl ModelEntry {
 #[derive(Default, Serialize, Deserialize)]
 struct Index {
     models: Vec<ModelEntry>,
+    /// The highest version ever published here (older index files lack it).
+    #[serde(default)]
+    highest_version: u64,
 }
 
 struct Kept {
@@ -64,6 +83,7 @@ pub struct Registry {
     dir: PathBuf,
     cfg: RegistryConfig,
     models: RwLock<BTreeMap<u64, Kept>>,
+    highest: std::sync::atomic::AtomicU64,
 }
 
 fn file_name(version: u64) -> String {
@@ -86,6 +106,7 @@ impl Registry {
             }),
             Err(_) => Index::default(),
         };
+        let highest_in_index = index.highest_version;
         let known: BTreeMap<u64, ModelEntry> = index.models.into_iter().map(|e| (e.version, e)).collect();
         let mut models = BTreeMap::new();
         for de in std::fs::read_dir(&dir)? {
@@ -114,42 +135,43 @@ impl Registry {
                 bytes: bytes.len() as u64,
                 eval_episodes: prev.map_or(0, |p| p.eval_episodes),
                 eval_survived: prev.map_or(0, |p| p.eval_survived),
+                etag: etag_of(&bytes),
             };
             models.insert(entry.version, Kept { entry, file: Bytes::from(bytes) });
         }
         if let Some((v, _)) = models.last_key_value() {
             tracing::info!(models = models.len(), latest = v, dir = %dir.display(), "model registry loaded");
         }
-        Ok(Registry { dir, cfg, models: RwLock::new(models) })
+        // A file written just before a crash may not be in the index yet: both count.
+        let highest = highest_in_index.max(models.keys().next_back().copied().unwrap_or(0)).max(known.keys().next_back().copied().unwrap_or(0));
+        Ok(Registry { dir, cfg, models: RwLock::new(models), highest: highest.into() })
     }
 
-    /// Store a newly published model and prune. A version at or below an existing one
-    /// means the trainer resumed from a checkpoint older than models published after it
-    /// (a crash): those newer files belong to a lost run and are removed, so "latest"
-    /// is always what the trainer holds.
+    /// The highest version ever published here (0: none).
+    pub fn highest_version(&self) -> u64 {
+        self.highest.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Store a newly published model and prune. The version must be above every one
+    /// published before, or be the latest again with the very same bytes (a restart
+    /// serving its checkpoint's model): a number never names two sets of weights.
     pub fn publish(&self, model: Published) -> anyhow::Result<()> {
         let Published { version, train_step, file } = model;
+        let highest = self.highest_version();
+        if version <= highest {
+            let same = self.get(version).is_some_and(|(_, kept)| kept[..] == file[..]);
+            if !same {
+                anyhow::bail!("model version {version} was already published (the highest is {highest}) with other weights: refusing to reuse the number");
+            }
+            tracing::info!(version, "model served again (the same bytes as before the restart)");
+            return Ok(());
+        }
         let path = self.dir.join(file_name(version));
         durable::write_atomic(&path, &file).with_context(|| format!("writing {}", path.display()))?;
         let mut models = self.models.write().expect("registry lock");
-        let stale: Vec<u64> = models.range(version + 1..).map(|(v, _)| *v).collect();
-        if !stale.is_empty() {
-            tracing::warn!(?stale, version, "dropping models newer than the trainer's (published after its last checkpoint)");
-        }
-        for v in stale {
-            models.remove(&v);
-            let _ = std::fs::remove_file(self.dir.join(file_name(v)));
-        }
-        let prev = models.get(&version).map(|k| k.entry.clone());
-        let entry = ModelEntry {
-            version,
-            train_step,
-            created_unix: now_unix(),
-            bytes: file.len() as u64,
-            // The same version republished (a restart) keeps its evaluation record.
-            eval_episodes: prev.as_ref().filter(|p| p.train_step == train_step).map_or(0, |p| p.eval_episodes),
-            eval_survived: prev.as_ref().filter(|p| p.train_step == train_step).map_or(0, |p| p.eval_survived),
-        };
+        self.highest.store(version, std::sync::atomic::Ordering::Release);
+        let entry =
+            ModelEntry { version, train_step, created_unix: now_unix(), bytes: file.len() as u64, eval_episodes: 0, eval_survived: 0, etag: etag_of(&file) };
         models.insert(version, Kept { entry, file: Bytes::from(file) });
         self.prune(&mut models);
         self.write_index(&models)?;
@@ -185,7 +207,7 @@ impl Registry {
     }
 
     fn write_index(&self, models: &BTreeMap<u64, Kept>) -> anyhow::Result<()> {
-        let index = Index { models: models.values().map(|k| k.entry.clone()).collect() };
+        let index = Index { models: models.values().map(|k| k.entry.clone()).collect(), highest_version: self.highest_version() };
         let path = self.dir.join("index.json");
         durable::write_atomic(&path, &serde_json::to_vec_pretty(&index)?).with_context(|| format!("writing {}", path.display()))
     }
@@ -267,14 +289,29 @@ mod tests {
     }
 
     #[test]
-    fn publishing_an_older_version_drops_the_lost_future() {
+    fn a_version_number_is_never_given_to_other_weights() {
         let dir = tempfile::tempdir().unwrap();
-        let r = Registry::open(dir.path(), RegistryConfig { keep_last: 5, keep_best: 0 }).unwrap();
-        for v in 1..=3 {
-            r.publish(Published { version: v, train_step: v * 100, file: model(v) }).unwrap();
+        let cfg = RegistryConfig { keep_last: 1, keep_best: 0 };
+        {
+            let r = Registry::open(dir.path(), cfg.clone()).unwrap();
+            let m3 = model(3);
+            r.publish(Published { version: 1, train_step: 100, file: model(1) }).unwrap();
+            r.publish(Published { version: 2, train_step: 200, file: model(2) }).unwrap();
+            r.publish(Published { version: 3, train_step: 300, file: m3.clone() }).unwrap();
+            // The same latest version with the same bytes (a restart) is fine.
+            r.publish(Published { version: 3, train_step: 300, file: m3 }).unwrap();
+            let other = model(99);
+            let err = r.publish(Published { version: 2, train_step: 200, file: other.clone() }).unwrap_err().to_string();
+            assert!(err.contains("already published"), "{err}");
+            assert!(r.publish(Published { version: 3, train_step: 300, file: other }).is_err(), "not even the latest's number");
+            assert_eq!(r.latest_version(), Some(3));
         }
-        r.publish(Published { version: 2, train_step: 200, file: model(2) }).unwrap();
-        assert_eq!(r.latest_version(), Some(2));
-        assert_eq!(files(dir.path()), vec![file_name(1), file_name(2)]);
+        // Pruned to one model, reopened: the highest number survives in the index.
+        let r = Registry::open(dir.path(), cfg).unwrap();
+        assert_eq!((r.highest_version(), files(dir.path()).len()), (3, 1));
+        std::fs::remove_file(dir.path().join("models").join(file_name(3))).unwrap();
+        let r2 = Registry::open(dir.path(), RegistryConfig { keep_last: 1, keep_best: 0 }).unwrap();
+        assert_eq!(r2.highest_version(), 3, "from the index even when the file is gone");
+        drop(r);
     }
 }

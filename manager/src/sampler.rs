@@ -14,6 +14,7 @@ pub fn sample(state: &AppState, prev: Option<&Sample>) -> Sample {
     let t = unix_now();
     let ts = state.trainer.stats();
     state.metrics.observe_trainer(&ts);
+    state.metrics.observe_wal(&state.wal.stats);
     let workers = {
         let mut fleet = state.fleet.lock().expect("fleet lock");
         fleet.sweep(Instant::now());
@@ -34,6 +35,9 @@ pub fn sample(state: &AppState, prev: Option<&Sample>) -> Sample {
     s.loss = ts.loss.is_finite().then_some(ts.loss);
     s.mean_q = ts.mean_q.is_finite().then_some(ts.mean_q);
     s.replay_size = ts.replay_len as u64;
+    s.replay_staged = ts.replay_staged as u64;
+    s.queued = ts.queued;
+    s.wal_bytes = state.wal.stats.bytes.load(Relaxed);
     s.replay_fill = ts.replay_len as f64 / capacity;
     s.samples_per_insert = ts.samples_per_insert;
     s.model_version = ts.model_version;

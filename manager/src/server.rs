@@ -18,6 +18,7 @@ use crate::sampler;
 use crate::state::{AppState, Dedup, Manager};
 use crate::stats::{EpisodeLog, Series};
 use crate::trainer::{self, TrainerHandle};
+use crate::wal;
 use anyhow::Context;
 use std::sync::{Arc, Mutex};
 use tokio::net::TcpListener;
@@ -74,19 +75,56 @@ async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Result<(A
             tracing::error!(version, error = format!("{e:#}"), "could not store a published model");
         }
     };
+    // The write-ahead log: what was acknowledged before a stop or a crash goes back
+    // into the replay, and its upload ids into the dedup window.
+    let expect = trainer::wire_expect(&config.dqn, action_set);
+    let wal_dir = data_dir.join("wal");
+    let capacity = config.replay.capacity;
+    let wal_cfg = config.wal.clone();
+    let (recovered, wal) = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
+        if wal_cfg.durability == wal::Durability::Off {
+            return Ok((wal::Recovered::default(), wal::Wal::open(&wal_dir, &wal_cfg, capacity, &wal::Recovered::default())?));
+        }
+        tracing::info!(dir = %wal_dir.display(), "reading the write-ahead log");
+        let t = std::time::Instant::now();
+        let meta = wal::WalMeta::new(action_set.name(), expect);
+        let rec = wal::recover(&wal_dir, &meta, capacity, expect)?;
+        tracing::info!(
+            records = rec.records,
+            transitions = rec.transitions,
+            replay_rows = rec.rows.len() / shine_agent::experience::TRANSITION_FLOATS,
+            corrupt_skipped = rec.corrupt,
+            repeats_skipped = rec.repeats,
+            torn_bytes_cut = rec.torn_bytes,
+            secs = format!("{:.2}", t.elapsed().as_secs_f64()),
+            "replay rebuilt from the write-ahead log"
+        );
+        let wal = wal::Wal::open(&wal_dir, &wal_cfg, capacity, &rec)?;
+        Ok((rec, wal))
+    })
+    .await
+    .context("write-ahead log recovery panicked")??;
+    let mut dedup = Dedup::new(config.server.dedup_window);
+    for id in &recovered.upload_ids {
+        dedup.insert(*id);
+    }
+    let resume = trainer::Resume { rows: recovered.rows, highest_published: registry.highest_version() };
+
     let (tc, rc, dc) = (config.trainer.clone(), config.replay.clone(), config.dqn.clone());
     // Restoring a checkpoint reads files and may initialise CUDA: blocking work.
-    let handle =
-        tokio::task::spawn_blocking(move || trainer::spawn(tc, rc, dc, action_set, device, &data_dir, publish)).await.context("trainer start panicked")??;
+    let handle = tokio::task::spawn_blocking(move || trainer::spawn(tc, rc, dc, action_set, device, &data_dir, resume, publish))
+        .await
+        .context("trainer start panicked")??;
 
     let state = Arc::new(Manager {
         action_set,
         task,
-        expect: trainer::wire_expect(&config.dqn, action_set),
+        expect,
+        wal,
         trainer: handle.client(),
         registry,
         fleet: Mutex::new(Fleet::new(config.workers.clone())),
-        dedup: Mutex::new(Dedup::new(config.server.dedup_window)),
+        dedup: Mutex::new(dedup),
         episodes: Mutex::new(EpisodeLog::new(config.stats.recent_episodes)),
         series: Mutex::new(Series::new(config.stats.history)),
         metrics: Metrics::new(),

@@ -10,6 +10,7 @@ use crate::metrics::Metrics;
 use crate::registry::Registry;
 use crate::stats::{EpisodeLog, Series};
 use crate::trainer::TrainerClient;
+use crate::wal::Wal;
 use shine_agent::experience::Expect;
 use shine_agent::{ActionSet, Task};
 use std::collections::{HashSet, VecDeque};
@@ -25,6 +26,8 @@ pub struct Manager {
     pub task: Task,
     /// What every upload must satisfy beyond the format.
     pub expect: Expect,
+    /// Where an upload is made durable before its 202.
+    pub wal: Wal,
     /// The trainer's cloneable side (queue and stats); `server` owns the handle.
     pub trainer: TrainerClient,
     pub registry: Arc<Registry>,
@@ -49,12 +52,11 @@ pub struct Manager {
 
 /// Recently accepted `upload_id`s, so a retried upload is not trained on twice.
 ///
-/// Bounded (the oldest id is forgotten first) and in memory only: it is NOT persisted
-/// in checkpoints. A worker retries within seconds to minutes, while the window holds
-/// the last `dedup_window` uploads (100,000 by default: hours of a large fleet). After
-/// a manager restart a retry of a batch accepted just before it may be added twice:
-/// a few thousand duplicate transitions among a million, which training tolerates.
-/// An all-zero id means "no id": such uploads are never treated as repeats.
+/// Bounded (the oldest id is forgotten first). A worker retries within seconds to
+/// minutes, while the window holds the last `dedup_window` uploads (100,000 by default:
+/// hours of a large fleet). A restart refills it from the write-ahead log
+/// ([`crate::wal`]), so a retry of a batch accepted just before a crash is still
+/// recognised after it. An all-zero id means "no id": never treated as a repeat.
 pub struct Dedup {
     cap: usize,
     seen: HashSet<[u8; 16]>,

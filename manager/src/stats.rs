@@ -31,7 +31,14 @@ pub struct Sample {
     /// Mean TD loss of the latest step read back (null before training starts).
     pub loss: Option<f64>,
     pub mean_q: Option<f64>,
+    /// Transitions in the replay that sampling can draw.
     pub replay_size: u64,
+    /// Transitions staged in host memory for the replay's next block write.
+    pub replay_staged: u64,
+    /// Transitions accepted and queued for the replay.
+    pub queued: u64,
+    /// Bytes of the write-ahead log on disk.
+    pub wal_bytes: u64,
     /// `replay_size / capacity`, 0..1.
     pub replay_fill: f64,
     pub samples_per_insert: f64,

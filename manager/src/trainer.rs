@@ -3,10 +3,14 @@
 //! API for the service half:
 //! ```text
 //! let trainer = trainer::spawn(trainer_cfg, replay_cfg, dqn_cfg, action_set, device,
-//!                              &data_dir, |version, train_step, bytes| registry.add(..))?;
-//!     // restores <data_dir>/checkpoint if present; publishes the current model
-//!     // (version 1, random weights, on a fresh start) before returning.
-//! trainer.try_ingest(batch)      // Err(IngestError::Full) -> HTTP 503, Stopped -> 503
+//!                              &data_dir, resume, |published| registry.publish(..))?;
+//!     // restores <data_dir>/checkpoint if present and the replay rows the write-ahead
+//!     // log kept (`resume`); publishes the current model before returning: version 1,
+//!     // random weights, on a fresh start; above every version ever published after a
+//!     // crash that lost models published since the checkpoint.
+//! let r = trainer.reserve(count)?  // room in the ingest queue, decided from the
+//!                                  // upload's header alone: Err(Full) -> HTTP 503
+//! r.ingest(batch)                  // the validated batch takes the reserved room
 //! trainer.stats()                // TrainerStats: Clone + Serialize, for /stats, /metrics
 //! trainer.client()               // TrainerClient: Clone + Send + Sync, same two methods,
 //!                                // for the axum state
@@ -24,10 +28,14 @@
 //! writes, publishes and checkpoints); every `publish_every` steps a new model version
 //! goes to `publish`; every `checkpoint_every` steps a checkpoint is written.
 //!
-//! Why one thread and a std `sync_channel`: libtorch calls block, so the trainer cannot
-//! live on the async runtime; one owner means the replay and the model need no locks;
-//! the bounded channel is the back-pressure point (a full queue becomes a 503 and the
-//! worker's spool keeps the data until it retries).
+//! On a graceful stop the queue is drained into the replay before the final checkpoint.
+//!
+//! Why one thread and a std channel: libtorch calls block, so the trainer cannot live
+//! on the async runtime; one owner means the replay and the model need no locks. The
+//! queue is bounded in transitions ([`TrainerConfig::queue_capacity`]): that is the
+//! back-pressure point (a full queue becomes a 503 and the worker's spool keeps the
+//! data until it retries), and it is what makes a 202 mean "in the replay within the
+//! rate limiter's window".
 
 use crate::checkpoint::{self, RunCounters};
 use crate::replay::{Replay, ReplayConfig, ReplayKind};
@@ -39,7 +47,7 @@ use shine_agent::model::ModelMeta;
 use shine_agent::ActionSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TryRecvError, TrySendError};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -70,12 +78,17 @@ pub struct TrainerConfig {
     /// and the replay drops its oldest rows unsampled: Ape-X's choice, for a fleet
     /// whose data is worth more than its CPU time).
     pub insert_slack: u64,
-    /// Uploaded batches queued for the trainer; when full, uploads get 503.
-    pub ingest_queue: usize,
+    /// Most transitions queued for the trainer; with the rate limiter on
+    /// (`samples_per_insert` and `insert_slack` above 0) the queue holds at most
+    /// `insert_slack` too. When full, uploads get 503.
+    pub ingest_queue_transitions: u64,
     /// Publish a new model version every this many train steps (1000).
     pub publish_every: u64,
-    /// Write a checkpoint every this many train steps (0: only at shutdown).
+    /// Write a checkpoint every this many train steps (0: not by steps).
     pub checkpoint_every: u64,
+    /// ...and at least every this many seconds while training (0: not by time), so a
+    /// `kill -9` costs at most that much training.
+    pub checkpoint_every_secs: f64,
     /// Read loss and mean Q back to the host every this many train steps.
     pub stats_every: u64,
     /// Training device: `auto` (CUDA when present), `cpu`, `cuda` or `cuda:N`.
@@ -94,9 +107,10 @@ impl Default for TrainerConfig {
             samples_per_insert: 8.0,
             rate_slack: 1024,
             insert_slack: 20_000,
-            ingest_queue: 256,
+            ingest_queue_transitions: 200_000,
             publish_every: 1000,
             checkpoint_every: 10_000,
+            checkpoint_every_secs: 60.0,
             stats_every: 100,
             device: "auto".into(),
             threads: 1,
@@ -112,14 +126,28 @@ impl TrainerConfig {
         if self.burn_in > replay.capacity {
             bail!("[trainer] burn_in {} is more than [replay] capacity {}: training would never start", self.burn_in, replay.capacity);
         }
-        if self.ingest_queue == 0 {
-            bail!("[trainer] ingest_queue must be at least 1");
+        if self.queue_capacity() == 0 {
+            bail!("[trainer] ingest_queue_transitions must be at least 1 (it bounds the queue when the rate limiter does not)");
+        }
+        if !(self.checkpoint_every_secs.is_finite() && self.checkpoint_every_secs >= 0.0) {
+            bail!("[trainer] checkpoint_every_secs = {} must be >= 0 (0: not by time)", self.checkpoint_every_secs);
         }
         if self.publish_every == 0 || self.stats_every == 0 {
             bail!("[trainer] publish_every and stats_every must be at least 1");
         }
         self.device()?;
         Ok(())
+    }
+
+    /// Transitions the ingest queue holds: `ingest_queue_transitions`, and no more than
+    /// `insert_slack` while the rate limiter holds the fleet back (so a queued upload is
+    /// in the replay within the limiter's window).
+    pub fn queue_capacity(&self) -> u64 {
+        if self.samples_per_insert > 0.0 && self.insert_slack > 0 {
+            self.insert_slack.min(self.ingest_queue_transitions)
+        } else {
+            self.ingest_queue_transitions
+        }
     }
 
     /// The configured device; asking for CUDA where there is none is an error.
@@ -232,6 +260,8 @@ pub struct TrainerStats {
     pub train_steps_per_sec: f64,
     /// Uploads turned away because the queue was full.
     pub ingest_rejected: u64,
+    /// Transitions accepted and waiting in the ingest queue for the replay.
+    pub queued: u64,
     pub last_checkpoint_step: Option<u64>,
     /// False once the thread has ended (shutdown, or a failure: see the log).
     pub running: bool,
@@ -251,32 +281,74 @@ struct Shared {
     stats: Mutex<TrainerStats>,
     stop: AtomicBool,
     rejected: AtomicU64,
+    /// Transitions reserved or queued and not yet in the replay.
+    queued: AtomicU64,
+    capacity: u64,
 }
 
 /// The cloneable part of the handle: what HTTP handlers need.
 #[derive(Clone)]
 pub struct TrainerClient {
-    tx: SyncSender<Batch>,
+    tx: Sender<Batch>,
     shared: Arc<Shared>,
 }
 
 impl TrainerClient {
-    /// Queue a validated batch for the replay without blocking.
-    pub fn try_ingest(&self, batch: Batch) -> Result<(), IngestError> {
-        match self.tx.try_send(batch) {
-            Ok(()) => Ok(()),
-            Err(TrySendError::Full(_)) => {
+    /// Room for `count` transitions in the ingest queue, or `Full` (HTTP 503). Decided
+    /// before the upload is decompressed; the room is given back if the reservation is
+    /// dropped unused (the upload turned out invalid or a repeat). An empty queue always
+    /// takes one upload, however large, so no valid upload waits forever.
+    pub fn reserve(&self, count: u64) -> Result<Reservation, IngestError> {
+        if self.shared.stop.load(Ordering::Acquire) {
+            return Err(IngestError::Stopped);
+        }
+        let cap = self.shared.capacity;
+        let got = self.shared.queued.fetch_update(Ordering::AcqRel, Ordering::Acquire, |q| (q == 0 || q + count <= cap).then_some(q + count));
+        match got {
+            Ok(_) => Ok(Reservation { client: self.clone(), count, used: false }),
+            Err(_) => {
                 self.shared.rejected.fetch_add(1, Ordering::Relaxed);
                 Err(IngestError::Full)
             }
-            Err(TrySendError::Disconnected(_)) => Err(IngestError::Stopped),
         }
+    }
+
+    /// Transitions queued for the replay right now.
+    pub fn queued(&self) -> u64 {
+        self.shared.queued.load(Ordering::Relaxed)
     }
 
     pub fn stats(&self) -> TrainerStats {
         let mut s = self.shared.stats.lock().expect("stats lock").clone();
         s.ingest_rejected = self.shared.rejected.load(Ordering::Relaxed);
+        s.queued = self.queued();
         s
+    }
+}
+
+/// Room in the ingest queue for one upload ([`TrainerClient::reserve`]).
+pub struct Reservation {
+    client: TrainerClient,
+    count: u64,
+    used: bool,
+}
+
+impl Reservation {
+    /// Queue the validated batch in the reserved room (its count must be the reserved one).
+    pub fn ingest(mut self, batch: Batch) -> Result<(), IngestError> {
+        debug_assert_eq!(batch.count() as u64, self.count);
+        self.client.tx.send(batch).map_err(|_| IngestError::Stopped)?;
+        // The trainer gives the room back once the batch is in the replay.
+        self.used = true;
+        Ok(())
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if !self.used {
+            self.client.shared.queued.fetch_sub(self.count, Ordering::AcqRel);
+        }
     }
 }
 
@@ -287,8 +359,9 @@ pub struct TrainerHandle {
 }
 
 impl TrainerHandle {
+    /// Reserve room and queue `batch` at once (tests and tools; the API reserves first).
     pub fn try_ingest(&self, batch: Batch) -> Result<(), IngestError> {
-        self.client.try_ingest(batch)
+        self.client.reserve(batch.count() as u64)?.ingest(batch)
     }
     pub fn stats(&self) -> TrainerStats {
         self.client.stats()
@@ -331,6 +404,16 @@ pub struct Published {
     pub file: Vec<u8>,
 }
 
+/// What a restarted manager hands the trainer besides the checkpoint.
+#[derive(Debug, Default)]
+pub struct Resume {
+    /// Replay rows the write-ahead log kept (`count x 57`), oldest first.
+    pub rows: Vec<f32>,
+    /// The highest model version ever published in this data directory: new versions
+    /// go above it, so a number never names two sets of weights.
+    pub highest_published: u64,
+}
+
 /// Start the trainer; see the module doc. Errors: bad config, a replay that does not
 /// fit, an unreadable checkpoint or one for another action set.
 pub fn spawn(
@@ -340,6 +423,7 @@ pub fn spawn(
     actions: ActionSet,
     device: tch::Device,
     data_dir: &Path,
+    resume: Resume,
     publish: impl Fn(Published) + Send + 'static,
 ) -> anyhow::Result<TrainerHandle> {
     cfg.validate(&replay_cfg)?;
@@ -348,10 +432,15 @@ pub fn spawn(
         tch::set_num_threads(cfg.threads as i32);
     }
     let mut learner = Learner::new(&dqn_cfg, actions.len(), device)?;
-    let replay = Replay::new(&replay_cfg, device)?;
+    let mut replay = Replay::new(&replay_cfg, device)?;
+    // Rows restored from the log are not counted as inserts: they were counted when
+    // first inserted, and the rate limiter must not hold the fleet back for them.
+    replay.push(&resume.rows)?;
     let config = serde_json::json!({ "trainer": cfg, "replay": replay_cfg, "dqn": dqn_cfg });
 
-    let (counters, model_file) = match checkpoint::load(data_dir)? {
+    let checkpoint = checkpoint::load(data_dir)?;
+    let checkpointed = checkpoint.is_some();
+    let (counters, model_file) = match checkpoint {
         Some(ck) => {
             if ck.meta.action_set != actions.name() {
                 bail!(
@@ -381,11 +470,27 @@ pub fn spawn(
             (c, learner.model_file(&meta)?)
         }
     };
+    // Models were published after the checkpoint (or without one) and then lost with a
+    // crash: the weights in hand get a number above all of them, never a used one.
+    let (counters, model_file) = if resume.highest_published >= counters.model_version && !(checkpointed && resume.highest_published == counters.model_version)
+    {
+        let version = resume.highest_published + 1;
+        tracing::warn!(
+            checkpoint_version = counters.model_version,
+            highest_published = resume.highest_published,
+            version,
+            "models were published after the last checkpoint and lost with a crash; publishing the restored weights as a new version"
+        );
+        let file = learner.model_file(&model_meta(actions, version, learner.step))?;
+        (RunCounters { model_version: version, model_train_step: learner.step, ..counters }, file)
+    } else {
+        (counters, model_file)
+    };
     // Published before the thread starts: by the time `spawn` returns (and the HTTP
     // side starts serving) there is a model.
     publish(Published { version: counters.model_version, train_step: counters.model_train_step, file: model_file.clone() });
 
-    let (tx, rx) = sync_channel(cfg.ingest_queue);
+    let (tx, rx) = channel();
     let stats = TrainerStats {
         device: format!("{device:?}"),
         replay_kind: match replay.kind() {
@@ -393,6 +498,9 @@ pub fn spawn(
             ReplayKind::Host => "host".into(),
         },
         replay_capacity: replay.capacity(),
+        replay_len: replay.len(),
+        replay_staged: replay.staged(),
+        training: replay.len() >= cfg.burn_in.max(1),
         train_steps: counters.train_step,
         transitions_inserted: counters.transitions_inserted,
         transitions_sampled: counters.transitions_sampled,
@@ -404,7 +512,13 @@ pub fn spawn(
         running: true,
         ..Default::default()
     };
-    let shared = Arc::new(Shared { stats: Mutex::new(stats), stop: AtomicBool::new(false), rejected: AtomicU64::new(0) });
+    let shared = Arc::new(Shared {
+        stats: Mutex::new(stats),
+        stop: AtomicBool::new(false),
+        rejected: AtomicU64::new(0),
+        queued: AtomicU64::new(0),
+        capacity: cfg.queue_capacity(),
+    });
     let trainer = Trainer {
         limiter: RateLimiter::new(cfg.samples_per_insert, cfg.rate_slack, cfg.insert_slack),
         cfg,
@@ -420,6 +534,7 @@ pub fn spawn(
         model_file,
         interval_start: (Instant::now(), 0),
         inserted_since_start: 0,
+        last_checkpoint: Instant::now(),
     };
     let thread = std::thread::Builder::new().name("shine-trainer".into()).spawn(move || {
         let shared = trainer.shared.clone();
@@ -457,6 +572,7 @@ struct Trainer {
     /// Start of the current stats interval: time and train step.
     interval_start: (Instant, u64),
     inserted_since_start: u64,
+    last_checkpoint: Instant,
 }
 
 impl Trainer {
@@ -488,12 +604,20 @@ impl Trainer {
                 }
             }
         }
+        // Graceful stop: the HTTP side has stopped answering, so everything acknowledged
+        // is queued; all of it goes into the replay (and the counters) before the
+        // final checkpoint.
+        while let Ok(b) = self.rx.try_recv() {
+            self.ingest(b)?;
+        }
         self.final_checkpoint()
     }
 
     fn ingest(&mut self, b: Batch) -> anyhow::Result<()> {
-        self.replay.push(&b.data)?;
+        let pushed = self.replay.push(&b.data);
         let n = b.count() as u64;
+        self.shared.queued.fetch_sub(n, Ordering::AcqRel);
+        pushed?;
         self.limiter.inserted(n);
         self.inserted_since_start += n;
         self.counters.transitions_inserted += n;
@@ -536,7 +660,9 @@ impl Trainer {
         if step.is_multiple_of(self.cfg.publish_every) {
             self.publish()?;
         }
-        if self.cfg.checkpoint_every > 0 && step.is_multiple_of(self.cfg.checkpoint_every) {
+        let by_steps = self.cfg.checkpoint_every > 0 && step.is_multiple_of(self.cfg.checkpoint_every);
+        let by_time = self.cfg.checkpoint_every_secs > 0.0 && self.last_checkpoint.elapsed().as_secs_f64() >= self.cfg.checkpoint_every_secs;
+        if by_steps || by_time {
             // A failed periodic checkpoint (disk full) must not stop training; the
             // next one, or the final one, tries again.
             if let Err(e) = self.checkpoint() {
@@ -563,6 +689,7 @@ impl Trainer {
     fn checkpoint(&mut self) -> anyhow::Result<()> {
         let p = checkpoint::save(&self.data_dir, &self.learner, &self.counters, self.actions.name(), self.config.clone(), &self.model_file)?;
         tracing::info!(step = self.learner.step, path = %p.display(), "checkpoint written");
+        self.last_checkpoint = Instant::now();
         self.shared.stats.lock().expect("stats lock").last_checkpoint_step = Some(self.learner.step);
         Ok(())
     }
@@ -600,7 +727,8 @@ mod tests {
             samples_per_insert: 8.0,
             rate_slack: 0,
             insert_slack: 0,
-            ingest_queue: 4,
+            ingest_queue_transitions: 4000,
+            checkpoint_every_secs: 0.0,
             publish_every: 5,
             checkpoint_every: 0,
             stats_every: 10,
@@ -613,7 +741,7 @@ mod tests {
     fn start(t: TrainerConfig, r: ReplayConfig, d: DqnConfig, dir: &Path) -> (TrainerHandle, Models) {
         let published: Models = Default::default();
         let p = published.clone();
-        let h = spawn(t, r, d, ActionSet::Untouchable, tch::Device::Cpu, dir, move |m| p.lock().unwrap().push(m)).unwrap();
+        let h = spawn(t, r, d, ActionSet::Untouchable, tch::Device::Cpu, dir, Resume::default(), move |m| p.lock().unwrap().push(m)).unwrap();
         (h, published)
     }
 
@@ -760,14 +888,14 @@ mod tests {
         let (mut t, r, d) = small();
         t.burn_in = 10;
         t.publish_every = 1;
-        t.ingest_queue = 2;
+        t.ingest_queue_transitions = 2;
         // Hold the trainer inside its first publish after version 1, so it stops
         // draining the queue.
         let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
         let release_rx = Mutex::new(release_rx);
         let (entered_tx, entered_rx) = std::sync::mpsc::channel::<()>();
         let entered_tx = Mutex::new(entered_tx);
-        let h = spawn(t, r, d, ActionSet::Untouchable, tch::Device::Cpu, tmp.path(), move |m: Published| {
+        let h = spawn(t, r, d, ActionSet::Untouchable, tch::Device::Cpu, tmp.path(), Resume::default(), move |m: Published| {
             if m.version == 2 {
                 entered_tx.lock().unwrap().send(()).unwrap();
                 release_rx.lock().unwrap().recv().unwrap();
@@ -778,13 +906,60 @@ mod tests {
         entered_rx.recv().unwrap();
         h.try_ingest(batch(1, 1)).unwrap();
         h.try_ingest(batch(1, 2)).unwrap();
+        // The queue counts transitions: 2 are queued, the limit is 2.
         assert_eq!(h.try_ingest(batch(1, 3)), Err(IngestError::Full));
         assert_eq!(h.stats().ingest_rejected, 1);
+        assert_eq!(h.stats().queued, 2);
         release_tx.send(()).unwrap();
         let client = h.client();
         h.shutdown().unwrap();
-        assert_eq!(client.try_ingest(batch(1, 4)), Err(IngestError::Stopped));
-        assert!(!client.stats().running);
+        assert!(matches!(client.reserve(1), Err(IngestError::Stopped)));
+        let s = client.stats();
+        assert!(!s.running);
+        assert_eq!((s.transitions_inserted, s.queued), (12, 0), "a graceful stop drains the queue into the replay");
+    }
+
+    #[test]
+    fn room_not_used_is_given_back_and_an_empty_queue_takes_any_upload() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (mut t, r, d) = small();
+        t.ingest_queue_transitions = 10;
+        t.burn_in = 1000;
+        let (h, _) = start(t, r, d, tmp.path());
+        let c = h.client();
+        let big = c.reserve(500).expect("an empty queue takes one upload of any size");
+        assert!(matches!(c.reserve(1), Err(IngestError::Full)));
+        drop(big);
+        assert_eq!(c.queued(), 0, "an unused reservation gives its room back");
+        let a = c.reserve(6).unwrap();
+        assert!(matches!(c.reserve(5), Err(IngestError::Full)), "6 + 5 > 10");
+        let b = c.reserve(4).unwrap();
+        a.ingest(batch(6, 0)).unwrap();
+        b.ingest(batch(4, 1)).unwrap();
+        wait_until(&h, "both in the replay", |s| s.replay_len == 10);
+        assert_eq!(c.queued(), 0);
+        h.shutdown().unwrap();
+    }
+
+    #[test]
+    fn a_crash_that_lost_published_models_never_reuses_their_numbers() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (t, r, d) = small();
+        let (h, first) = start(t.clone(), r.clone(), d.clone(), tmp.path());
+        h.shutdown().unwrap();
+        let v1 = first.lock().unwrap()[0].clone();
+        assert_eq!(v1.version, 1);
+        // The registry had published up to v7 after that checkpoint before a crash.
+        let published: Models = Default::default();
+        let p = published.clone();
+        let resume = Resume { rows: batch(20, 0).data, highest_published: 7 };
+        let h = spawn(t, r, d, ActionSet::Untouchable, tch::Device::Cpu, tmp.path(), resume, move |m| p.lock().unwrap().push(m)).unwrap();
+        let s = h.stats();
+        h.shutdown().unwrap();
+        let again = published.lock().unwrap()[0].clone();
+        assert_eq!((again.version, s.model_version), (8, 8), "above every version ever published");
+        assert_eq!(QNet::load(&again.file).unwrap().meta().model_version, 8, "the file says so too");
+        assert_eq!((s.replay_len, s.transitions_inserted), (20, 0), "restored rows fill the replay without counting as inserts");
     }
 
     #[test]
@@ -792,8 +967,8 @@ mod tests {
         let (t, r, _) = small();
         let e = TrainerConfig { burn_in: 5000, ..t.clone() }.validate(&r).unwrap_err().to_string();
         assert!(e.contains("burn_in 5000") && e.contains("never start"), "{e}");
-        let e = TrainerConfig { ingest_queue: 0, ..t.clone() }.validate(&r).unwrap_err().to_string();
-        assert!(e.contains("ingest_queue"), "{e}");
+        let e = TrainerConfig { ingest_queue_transitions: 0, ..t.clone() }.validate(&r).unwrap_err().to_string();
+        assert!(e.contains("ingest_queue_transitions"), "{e}");
         let e = TrainerConfig { device: "tpu".into(), ..t.clone() }.validate(&r).unwrap_err().to_string();
         assert!(e.contains("expected auto, cpu, cuda or cuda:N"), "{e}");
         if !tch::Cuda::is_available() {
@@ -808,7 +983,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let (t, r, d) = small();
         start(t.clone(), r.clone(), d.clone(), tmp.path()).0.shutdown().unwrap();
-        let err = spawn(t, r, d, ActionSet::Fight, tch::Device::Cpu, tmp.path(), |_| {}).err().expect("refused").to_string();
+        let err = spawn(t, r, d, ActionSet::Fight, tch::Device::Cpu, tmp.path(), Resume::default(), |_| {}).err().expect("refused").to_string();
         assert!(err.contains("action set") && err.contains("untouchable"), "{err}");
     }
 }

@@ -118,7 +118,8 @@ async fn models_download_with_etags_and_the_service_reports_itself() {
     // A fresh trainer publishes version 1 (random weights) before serving.
     let r = m.http.get(m.at("/api/v1/models/latest")).send().await.unwrap();
     assert_eq!(r.status(), 200);
-    assert_eq!(r.headers()["etag"], "\"v1\"");
+    let etag = r.headers()["etag"].to_str().unwrap().to_string();
+    assert!(etag.len() == 34 && etag.starts_with('"') && etag.ends_with('"'), "a quoted 128-bit hash: {etag}");
     assert_eq!(r.headers()["x-shine-model-version"], "1");
     assert_eq!(r.headers()["content-type"], "application/octet-stream");
     let file = r.bytes().await.unwrap();
@@ -127,7 +128,8 @@ async fn models_download_with_etags_and_the_service_reports_itself() {
     assert_eq!(net.meta().action_set, "untouchable");
     assert!(dir.path().join("models").read_dir().unwrap().any(|e| e.unwrap().file_name().to_string_lossy().ends_with(".safetensors")));
 
-    let r = m.http.get(m.at("/api/v1/models/1")).header("if-none-match", "\"v1\"").send().await.unwrap();
+    assert_eq!(etag, shine_manager::registry::etag_of(&file), "derived from the bytes");
+    let r = m.http.get(m.at("/api/v1/models/1")).header("if-none-match", &etag).send().await.unwrap();
     assert_eq!(r.status(), 304);
     assert!(r.bytes().await.unwrap().is_empty());
     let r = m.http.get(m.at("/api/v1/models/1")).header("if-none-match", "\"v0\"").send().await.unwrap();

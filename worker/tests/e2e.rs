@@ -90,7 +90,7 @@ fn the_rate_limiter_paces_the_worker_to_the_learner_and_loses_nothing() {
     // 128 samples per insert is 4 train steps of 32 for every transition: no learner
     // (at most some 1,000 steps a second here, a debug build on a CPU) keeps up with a
     // worker playing 2 environments (some 800 transitions a second). So inserts are
-    // held back (one queue slot, 100 transitions of slack), the manager answers 503
+    // held back (a queue of one upload, 100 transitions of slack), the manager answers 503
     // and the worker must pause, not drop anything. (At 8 samples per insert, which
     // side was slower depended on the machine: CI once saw no 503 at all.)
     const RATIO: f64 = 128.0;
@@ -104,7 +104,7 @@ fn the_rate_limiter_paces_the_worker_to_the_learner_and_loses_nothing() {
         dir.path(),
         port,
         1,
-        &format!("burn_in = 200\nsamples_per_insert = {RATIO}\nrate_slack = {RATE_SLACK}\ninsert_slack = {INSERT_SLACK}\ningest_queue = 1"),
+        &format!("burn_in = 200\nsamples_per_insert = {RATIO}\nrate_slack = {RATE_SLACK}\ninsert_slack = {INSERT_SLACK}\ningest_queue_transitions = {UPLOAD}"),
     );
     let mut worker = start_worker(dir.path(), port, &[]);
     wait_for(Duration::from_secs(240), "3,000 train steps", || metric(port, "shine_train_steps_total").unwrap_or(0.0) >= 3000.0, &manager);

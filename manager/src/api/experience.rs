@@ -3,12 +3,17 @@
 //! Checks in order, cheapest first, each rejection counted in
 //! `shine_uploads_rejected_total{reason}` and changing nothing else: token (401),
 //! `Content-Type` (415), size (413, from `Content-Length` before reading anything, and
-//! again while reading), then the complete validation of `experience::decode` (400 for
-//! a malformed header, 422 for content that does not fit), off the async runtime since
-//! it decompresses and checks up to 5.7 M floats. Only a fully valid batch is queued.
+//! again while reading), the header (400), a repeat of an accepted upload id (200,
+//! nothing added), room in the trainer's queue for the header's count (503 `busy`,
+//! decided before any decompression), then the complete validation of
+//! `experience::decode` (400 or 422), off the async runtime since it decompresses and
+//! checks up to 5.7 M floats. A fully valid batch is appended to the write-ahead log
+//! (503 `storage_full` when the disk is full) and only then queued and answered 202:
+//! a 202 means kept.
 
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
+use crate::wal::WalError;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, FromRequest, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
@@ -42,6 +47,14 @@ async fn upload(State(s): State<AppState>, req: Request) -> Response {
     }
 }
 
+/// The `200` for an upload id already accepted: nothing is added.
+fn duplicate(s: &AppState, worker_id: u32) -> Response {
+    s.fleet.lock().expect("fleet lock").touch(worker_id, 0, Instant::now());
+    s.metrics.duplicates.inc();
+    tracing::debug!(worker_id, "duplicate upload dropped");
+    (StatusCode::OK, Json(UploadReply { accepted: 0, duplicate: true })).into_response()
+}
+
 fn is_octet_stream(headers: &HeaderMap) -> bool {
     headers
         .get(header::CONTENT_TYPE)
@@ -67,26 +80,33 @@ async fn accept(s: &AppState, req: Request) -> ApiResult<Response> {
         StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge { limit },
         _ => ApiError::BadRequest { code: "bad_body", message: r.body_text() },
     })?;
+    // From the header alone, before any decompression: is there room? (A busy
+    // manager must not spend its CPU on uploads it will refuse.)
+    let header = experience::Header::parse(&bytes)?;
+    let (count, worker_id, upload_id, played_by) = (header.count as u64, header.meta.worker_id, header.meta.upload_id, header.meta.model_version);
+    if s.dedup.lock().expect("dedup lock").contains(&upload_id) {
+        return Ok(duplicate(s, worker_id));
+    }
+    let room = s.trainer.reserve(count).map_err(|_| ApiError::Busy)?;
     let expect = s.expect;
-    let batch = tokio::task::spawn_blocking(move || experience::decode(&bytes, expect)).await.map_err(anyhow::Error::from)??;
-    let count = batch.count() as u64;
-    let (worker_id, upload_id, played_by) = (batch.meta.worker_id, batch.meta.upload_id, batch.meta.model_version);
-    let duplicate = {
+    let body = bytes.clone();
+    let batch = tokio::task::spawn_blocking(move || experience::decode(&body, expect)).await.map_err(anyhow::Error::from)??;
+    // Durable before the answer (the log's group commit). A copy of this upload racing
+    // us may also be logged: recovery takes an upload id once.
+    s.wal.append(bytes, count).await.map_err(|e| match e {
+        WalError::StorageFull(_) => ApiError::StorageFull(e.to_string()),
+        WalError::Io(_) | WalError::Closed => ApiError::Internal(e.into()),
+    })?;
+    {
         let mut dedup = s.dedup.lock().expect("dedup lock");
         if dedup.contains(&upload_id) {
-            true
-        } else {
-            s.trainer.try_ingest(batch).map_err(|_| ApiError::Busy)?;
-            dedup.insert(upload_id);
-            false
+            drop(dedup);
+            return Ok(duplicate(s, worker_id));
         }
-    };
-    s.fleet.lock().expect("fleet lock").touch(worker_id, if duplicate { 0 } else { count }, Instant::now());
-    if duplicate {
-        s.metrics.duplicates.inc();
-        tracing::debug!(worker_id, "duplicate upload dropped");
-        return Ok((StatusCode::OK, Json(UploadReply { accepted: 0, duplicate: true })).into_response());
+        room.ingest(batch).map_err(|_| ApiError::Busy)?;
+        dedup.insert(upload_id);
     }
+    s.fleet.lock().expect("fleet lock").touch(worker_id, count, Instant::now());
     s.metrics.accepted(count);
     // How stale the data is: versions between the model that played it and the latest.
     let age = s.registry.latest_version().unwrap_or(0).saturating_sub(played_by);

@@ -19,6 +19,7 @@ async fn healthz() -> &'static str {
 async fn metrics(State(s): State<AppState>, _: Reader) -> impl IntoResponse {
     // Trainer-owned values are read at scrape time, not only at the last sample.
     s.metrics.observe_trainer(&s.trainer.stats());
+    s.metrics.observe_wal(&s.wal.stats);
     s.metrics.workers.set(s.fleet.lock().expect("fleet lock").live() as i64);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], s.metrics.render())
 }

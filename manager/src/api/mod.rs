@@ -49,11 +49,48 @@ pub fn app(state: AppState) -> Router {
         .merge(health::router())
         .merge(web::router())
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
+        // axum answers a wrong method with an empty 405: give it the documented body.
+        .layer(axum::middleware::map_response(method_not_allowed_body))
         // A 5xx is logged once where it happens (an internal error's cause in
         // `ApiError::into_response`); a 503 is routine flow control. The trace layer's
         // own failure line would only repeat them at ERROR: keep it for debugging.
-        .layer(TraceLayer::new_for_http().on_failure(DefaultOnFailure::new().level(Level::DEBUG)))
+        .layer(
+            TraceLayer::new_for_http()
+                // The span names the request without a `?token=`: never in a log line.
+                .make_span_with(|req: &axum::http::Request<axum::body::Body>| {
+                    tracing::debug_span!("request", method = %req.method(), uri = %redacted(req.uri()), version = ?req.version())
+                })
+                .on_failure(DefaultOnFailure::new().level(Level::DEBUG)),
+        )
         .with_state(state)
+}
+
+/// `uri` as it may be logged: the value of any `token` query parameter replaced.
+pub fn redacted(uri: &axum::http::Uri) -> String {
+    match uri.query() {
+        None => uri.path().to_string(),
+        Some(q) => {
+            let q: Vec<String> = q
+                .split('&')
+                .map(|kv| if kv.split('=').next().is_some_and(|k| k.eq_ignore_ascii_case("token")) { "token=REDACTED".to_string() } else { kv.to_string() })
+                .collect();
+            format!("{}?{}", uri.path(), q.join("&"))
+        }
+    }
+}
+
+/// A bare 405 from the router becomes [`ApiError::MethodNotAllowed`], `Allow` kept.
+async fn method_not_allowed_body(resp: axum::response::Response) -> axum::response::Response {
+    if resp.status() != StatusCode::METHOD_NOT_ALLOWED {
+        return resp;
+    }
+    let allow = resp.headers().get(header::ALLOW).cloned();
+    let allowed = allow.as_ref().and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    let mut out = axum::response::IntoResponse::into_response(ApiError::MethodNotAllowed { allowed });
+    if let Some(a) = allow {
+        out.headers_mut().insert(header::ALLOW, a);
+    }
+    out
 }
 
 /// Comparison whose time does not depend on where the inputs differ (`subtle`), so the
@@ -63,14 +100,17 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.ct_eq(b).into()
 }
 
+/// The credentials of an `Authorization: Bearer ...` header; the scheme name is
+/// case-insensitive (RFC 7235).
+fn bearer(value: &str) -> Option<&str> {
+    let (scheme, rest) = value.trim().split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
+}
+
 /// Whether the request carries the manager's token (always true without one).
 pub fn authorized(state: &AppState, headers: &HeaderMap) -> bool {
     let Some(token) = state.config.token() else { return true };
-    headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .is_some_and(|given| constant_time_eq(given.trim().as_bytes(), token.as_bytes()))
+    headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer).is_some_and(|given| constant_time_eq(given.as_bytes(), token.as_bytes()))
 }
 
 /// Extractor for routes that change something: the bearer token is required.

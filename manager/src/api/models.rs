@@ -1,6 +1,7 @@
 //! Models: `GET /models` (the list), `GET /models/latest` and `GET /models/{version}`
-//! (the safetensors file, with `ETag: "v{version}"`; `If-None-Match` with that tag is
-//! answered `304` without a body, so workers polling for a new model cost nothing).
+//! (the safetensors file, with an `ETag` derived from its bytes; `If-None-Match` with
+//! that tag is answered `304` without a body, so workers polling for a new model cost
+//! nothing).
 
 use super::Reader;
 use crate::error::{ApiError, ApiResult};
@@ -74,8 +75,8 @@ fn matches(headers: &HeaderMap, etag: &str) -> bool {
 }
 
 fn model_response(s: &AppState, headers: &HeaderMap, entry: ModelEntry, file: Bytes) -> Response {
-    // The version names the model: the registry never keeps two files for one version.
-    let etag = format!("\"v{}\"", entry.version);
+    // Derived from the bytes: a cached copy can never be taken for other weights.
+    let etag = entry.etag.clone();
     let mut h = HeaderMap::new();
     let val = |s: String| HeaderValue::from_str(&s).expect("ASCII header value");
     h.insert(header::ETAG, val(etag.clone()));
