@@ -1,0 +1,360 @@
+//! The manager's promises under real faults, with real processes: the `shine-manager`
+//! binary killed with SIGKILL at random moments (and stopped with SIGTERM now and
+//! then), restarted on the same data directory each time, while two uploaders (test
+//! stand-ins for workers that tag every transition uniquely) keep sending and retrying
+//! like `shine-worker` does, and a model watcher keeps downloading the latest model.
+//!
+//! At the end, counted by content: every transition answered 2xx is in the rebuilt
+//! replay exactly once and no transition is in it twice; no model version was served
+//! with two different bodies; and the training step never went back by more than the
+//! checkpoint interval. Also: a full disk (a file-size limit) answers 503
+//! `storage_full`, keeps everything acknowledged and keeps serving reads.
+
+mod common;
+
+use common::TOKEN;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use shine_agent::experience::{self, col, BatchMeta, Expect, TRANSITION_FLOATS};
+use shine_manager::wal::{self, WalMeta};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_shine-manager");
+const ROWS: usize = 40;
+const CHECKPOINT_EVERY: u64 = 40;
+const EXPECT: Expect = Expect { actions: 5, n_step: 1 };
+
+fn write_config(dir: &Path, port: u16) -> std::path::PathBuf {
+    let path = dir.join("manager.toml");
+    let text = format!(
+        r#"
+[server]
+listen = "127.0.0.1:{port}"
+data_dir = "{data}"
+[stats]
+interval_secs = 0.1
+[registry]
+keep_last = 1000
+[trainer]
+device = "cpu"
+burn_in = 200
+samples_per_insert = 4.0
+rate_slack = 256
+insert_slack = 2000
+publish_every = 20
+checkpoint_every = {CHECKPOINT_EVERY}
+checkpoint_every_secs = 0.0
+stats_every = 1
+[replay]
+capacity = 1000000
+update_size = 40
+[dqn]
+batch_size = 16
+[wal]
+durability = "fsync"
+segment_mb = 1
+"#,
+        data = dir.join("data").display()
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// A manager process; its log goes to `log`.
+fn start(config: &Path, log: &Path) -> Child {
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(log).unwrap();
+    Command::new(BIN)
+        .arg("--config")
+        .arg(config)
+        .env("SHINE_TOKEN", TOKEN)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::from(log.try_clone().unwrap()))
+        .stderr(Stdio::from(log))
+        .spawn()
+        .unwrap()
+}
+
+fn wait_healthy(url: &str, child: &mut Child) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        if let Ok(r) = reqwest::blocking::get(format!("{url}/healthz")) {
+            if r.status() == 200 {
+                return;
+            }
+        }
+        assert!(child.try_wait().unwrap().is_none(), "the manager exited during start-up");
+        assert!(Instant::now() < deadline, "the manager did not come up");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn signal(child: &mut Child, sig: &str) {
+    assert!(Command::new("kill").args([&format!("-{sig}"), &child.id().to_string()]).status().unwrap().success());
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "no exit after SIG{sig}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Upload `tag`'s rows: every row's reward is its own unique number.
+fn tagged_upload(uploader: u32, seq: u32) -> (Vec<u8>, Vec<u32>) {
+    let base = uploader * 1_000_000 + seq * 100;
+    let tags: Vec<u32> = (0..ROWS as u32).map(|i| base + i).collect();
+    let data: Vec<f32> = tags
+        .iter()
+        .flat_map(|&t| {
+            // Noise in the states, so the upload is about as large as real gameplay's.
+            let mut x = (t as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            let mut r: Vec<f32> = (0..TRANSITION_FLOATS)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    (x >> 40) as f32 / (1u64 << 24) as f32
+                })
+                .collect();
+            r[col::ACTION] = (t % 5) as f32;
+            r[col::REWARD] = t as f32;
+            r[col::TERMINAL] = 0.0;
+            r
+        })
+        .collect();
+    let mut upload_id = [0u8; 16];
+    upload_id[..4].copy_from_slice(&uploader.to_le_bytes());
+    upload_id[4..8].copy_from_slice(&seq.to_le_bytes());
+    upload_id[15] = 0xC4;
+    (experience::encode(&BatchMeta { worker_id: uploader, model_version: 1, n_step: 1, upload_id }, &data, true), tags)
+}
+
+/// Send uploads one after another, each retried with its own bytes until a 2xx, like
+/// a worker's spool; record what was acknowledged.
+fn uploader(url: String, id: u32, stop: Arc<AtomicBool>, acked: Arc<Mutex<Vec<u32>>>) {
+    let http = reqwest::blocking::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
+    let mut seq = 0u32;
+    while !stop.load(Relaxed) {
+        let (body, tags) = tagged_upload(id, seq);
+        loop {
+            let r = http.post(format!("{url}/api/v1/experience")).bearer_auth(TOKEN).header("content-type", "application/octet-stream").body(body.clone()).send();
+            match r {
+                Ok(r) if r.status().is_success() => {
+                    acked.lock().unwrap().extend(&tags);
+                    break;
+                }
+                // 503 (busy, or the log's disk) and connection errors while the manager
+                // is down: offer the same bytes again.
+                Ok(r) => assert_eq!(r.status(), 503, "only flow control may refuse a valid upload"),
+                Err(_) => {}
+            }
+            if stop.load(Relaxed) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        seq += 1;
+    }
+}
+
+/// Download the latest model now and then; every (version, body hash) seen.
+fn model_watcher(url: String, stop: Arc<AtomicBool>, seen: Arc<Mutex<HashMap<u64, HashSet<Vec<u8>>>>>) {
+    let http = reqwest::blocking::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
+    while !stop.load(Relaxed) {
+        if let Ok(r) = http.get(format!("{url}/api/v1/models/latest")).send() {
+            if r.status() == 200 {
+                let v: u64 = r.headers()["x-shine-model-version"].to_str().unwrap().parse().unwrap();
+                if let Ok(body) = r.bytes() {
+                    seen.lock().unwrap().entry(v).or_default().insert(Sha256::digest(&body).to_vec());
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(30));
+    }
+}
+
+fn train_steps(url: &str) -> Option<u64> {
+    let v: Value = reqwest::blocking::get(format!("{url}/api/v1/stats")).ok()?.json().ok()?;
+    v["current"]["train_steps"].as_u64()
+}
+
+#[test]
+fn kill_9_at_random_moments_loses_nothing_acknowledged_and_repeats_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}");
+    let config = write_config(dir.path(), port);
+    let log = dir.path().join("manager.log");
+    let mut manager = start(&config, &log);
+    wait_healthy(&url, &mut manager);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let acked = Arc::new(Mutex::new(Vec::new()));
+    let models = Arc::new(Mutex::new(HashMap::new()));
+    let mut threads = Vec::new();
+    for id in 1..=2 {
+        let (url, stop, acked) = (url.clone(), stop.clone(), acked.clone());
+        threads.push(std::thread::spawn(move || uploader(url, id, stop, acked)));
+    }
+    {
+        let (url, stop, models) = (url.clone(), stop.clone(), models.clone());
+        threads.push(std::thread::spawn(move || model_watcher(url, stop, models)));
+    }
+
+    // A fixed seed: the same "random" moments on every run of the test.
+    let mut rng = 0x5eed_u64;
+    let mut next = || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let (mut kills, mut terms) = (0, 0);
+    let mut steps_before: Vec<(u64, u64)> = Vec::new();
+    for round in 0..24 {
+        std::thread::sleep(Duration::from_millis(200 + next() % 900));
+        let before = train_steps(&url).unwrap_or(0);
+        if round % 6 == 5 {
+            signal(&mut manager, "TERM");
+            terms += 1;
+        } else {
+            signal(&mut manager, "KILL");
+            kills += 1;
+        }
+        manager = start(&config, &log);
+        wait_healthy(&url, &mut manager);
+        let after = train_steps(&url).unwrap();
+        steps_before.push((before, after));
+    }
+    // Let the uploaders finish what they hold, then stop them.
+    std::thread::sleep(Duration::from_millis(500));
+    stop.store(true, Relaxed);
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert!(kills >= 20 && terms >= 3);
+
+    // The step counter never went back by more than the checkpoint interval.
+    for (before, after) in &steps_before {
+        assert!(after + CHECKPOINT_EVERY >= *before, "train step went back from {before} to {after} (checkpoint every {CHECKPOINT_EVERY})");
+    }
+    // No version number was served with two bodies.
+    let models = models.lock().unwrap();
+    assert!(models.len() >= 3, "the watcher saw several versions: {}", models.len());
+    for (v, bodies) in models.iter() {
+        assert_eq!(bodies.len(), 1, "version {v} was served with {} different bodies", bodies.len());
+    }
+
+    // What the running manager holds once its queue is empty, and the log.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let current = loop {
+        let v: Value = reqwest::blocking::get(format!("{url}/api/v1/stats")).unwrap().json().unwrap();
+        if v["current"]["queued"] == 0 {
+            break v["current"].clone();
+        }
+        assert!(Instant::now() < deadline, "the queue did not drain: {v}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    signal(&mut manager, "TERM");
+    let rec = wal::recover(&dir.path().join("data/wal"), &WalMeta::new("untouchable", EXPECT), 1_000_000, EXPECT).unwrap();
+    let mut count: BTreeMap<u32, u32> = BTreeMap::new();
+    for row in rec.rows.chunks_exact(TRANSITION_FLOATS) {
+        *count.entry(row[col::REWARD] as u32).or_default() += 1;
+    }
+    let twice: Vec<_> = count.iter().filter(|(_, n)| **n > 1).take(5).collect();
+    assert!(twice.is_empty(), "transitions in the replay twice: {twice:?}");
+    let acked = acked.lock().unwrap();
+    assert!(acked.len() > 2000, "the uploaders got through: {} transitions acknowledged", acked.len());
+    let lost: Vec<_> = acked.iter().filter(|t| !count.contains_key(t)).take(5).collect();
+    assert!(lost.is_empty(), "acknowledged transitions missing from the replay (of {}): {lost:?}", acked.len());
+    // The manager's replay held exactly the log's rows.
+    let held = current["replay_size"].as_u64().unwrap() + current["replay_staged"].as_u64().unwrap();
+    assert_eq!(held, (rec.rows.len() / TRANSITION_FLOATS) as u64, "{current}");
+    assert_eq!(rec.corrupt, 0, "a kill -9 tears at most the tail, which is cut: {rec:?}");
+    eprintln!(
+        "chaos: {kills} kills, {terms} SIGTERMs; {} transitions acknowledged, {} in the log ({} records, {} repeats taken once); {} model versions seen",
+        acked.len(),
+        rec.rows.len() / TRANSITION_FLOATS,
+        rec.records,
+        rec.repeats,
+        models.len()
+    );
+}
+
+/// `shine-manager` with a file-size limit (RLIMIT_FSIZE): its writes beyond it fail with
+/// EFBIG, as on a full disk (SIGXFSZ ignored, as the shell's `ulimit -f` leaves it).
+fn start_limited(config: &Path, log: &Path, max_file_bytes: u64) -> Child {
+    use std::os::unix::process::CommandExt;
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(log).unwrap();
+    let mut c = Command::new(BIN);
+    c.arg("--config").arg(config).env("SHINE_TOKEN", TOKEN).env("RUST_LOG", "info").stdout(Stdio::from(log.try_clone().unwrap())).stderr(Stdio::from(log));
+    // SAFETY: only async-signal-safe calls (setrlimit, signal) between fork and exec.
+    unsafe {
+        c.pre_exec(move || {
+            let lim = libc::rlimit { rlim_cur: max_file_bytes, rlim_max: max_file_bytes };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    c.spawn().unwrap()
+}
+
+#[test]
+fn a_full_disk_answers_503_storage_full_and_keeps_what_was_acknowledged() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}");
+    let config = write_config(dir.path(), port);
+    let log = dir.path().join("manager.log");
+    // Segments of 1 MiB, files limited to 700 KB: the first segment fills up.
+    let mut manager = start_limited(&config, &log, 700_000);
+    wait_healthy(&url, &mut manager);
+    let http = reqwest::blocking::Client::new();
+    let mut acked = Vec::new();
+    let mut full = None;
+    for seq in 0..2000 {
+        let (body, tags) = tagged_upload(7, seq);
+        let r = http.post(format!("{url}/api/v1/experience")).bearer_auth(TOKEN).header("content-type", "application/octet-stream").body(body).send().unwrap();
+        match r.status().as_u16() {
+            202 => acked.extend(tags),
+            503 => {
+                let v: Value = r.json().unwrap();
+                if v["error"]["code"] == "storage_full" {
+                    full = Some(v);
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            s => panic!("unexpected {s}"),
+        }
+    }
+    let full = full.expect("the file-size limit was reached");
+    assert!(full["error"]["message"].as_str().unwrap().contains("disk is full"), "{full}");
+    // Still serving reads, and still refusing (not corrupting) further uploads.
+    assert_eq!(http.get(format!("{url}/api/v1/stats")).send().unwrap().status(), 200);
+    assert_eq!(http.get(format!("{url}/api/v1/models/latest")).send().unwrap().status(), 200);
+    let (body, _) = tagged_upload(7, 9999);
+    let r = http.post(format!("{url}/api/v1/experience")).bearer_auth(TOKEN).header("content-type", "application/octet-stream").body(body).send().unwrap();
+    assert_eq!(r.status(), 503);
+    let text = http.get(format!("{url}/metrics")).send().unwrap().text().unwrap();
+    assert!(common::metric(&text, "shine_uploads_rejected_total{reason=\"storage_full\"}").unwrap() >= 2.0, "{text}");
+    signal(&mut manager, "KILL");
+
+    // Everything acknowledged is in the log, whole.
+    let rec = wal::recover(&dir.path().join("data/wal"), &WalMeta::new("untouchable", EXPECT), 1_000_000, EXPECT).unwrap();
+    assert_eq!((rec.corrupt, rec.torn_bytes), (0, 0), "failed writes were cut back: {rec:?}");
+    let held: HashSet<u32> = rec.rows.chunks_exact(TRANSITION_FLOATS).map(|r| r[col::REWARD] as u32).collect();
+    assert!(!acked.is_empty());
+    assert!(acked.iter().all(|t| held.contains(t)), "every acknowledged transition was kept");
+    assert_eq!(held.len(), acked.len(), "and nothing that was refused");
+}
