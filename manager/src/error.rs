@@ -38,8 +38,8 @@ pub enum ApiError {
     #[error("{0}")]
     StorageFull(String),
     /// 405: the route exists, the method does not.
-    #[error("method not allowed on this route; allowed: {allowed}")]
-    MethodNotAllowed { allowed: String },
+    #[error("this method is not allowed on this route (the Allow header lists those that are)")]
+    MethodNotAllowed,
     /// 500; the cause is logged, never sent.
     #[error("internal error")]
     Internal(#[from] anyhow::Error),
@@ -56,7 +56,7 @@ impl ApiError {
             ApiError::Unprocessable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Upload(e) => upload_status(e),
             ApiError::Busy | ApiError::StorageFull(_) => StatusCode::SERVICE_UNAVAILABLE,
-            ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -72,7 +72,7 @@ impl ApiError {
             ApiError::Upload(e) => upload_code(e),
             ApiError::Busy => "busy",
             ApiError::StorageFull(_) => "storage_full",
-            ApiError::MethodNotAllowed { .. } => "method_not_allowed",
+            ApiError::MethodNotAllowed => "method_not_allowed",
             ApiError::Internal(_) => "internal",
         }
     }

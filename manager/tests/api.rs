@@ -196,3 +196,32 @@ async fn private_reads_need_the_token() {
     assert_eq!(m.http.get(m.at("/healthz")).send().await.unwrap().status(), 200, "health stays open for probes");
     m.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_method_gets_the_json_error_body_and_bearer_is_any_case() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = Manager::start(config(dir.path())).await;
+    let r = m.http.get(m.at("/api/v1/experience")).send().await.unwrap();
+    assert_eq!(r.status(), 405);
+    assert_eq!(r.headers()["allow"], "POST", "the allowed method is named");
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "method_not_allowed", "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("not allowed"), "{body}");
+
+    // RFC 7235: the scheme name is case-insensitive.
+    for (seed, scheme) in [(41, "bearer"), (42, "BEARER"), (43, "Bearer")] {
+        let r = m
+            .http
+            .post(m.at("/api/v1/experience"))
+            .header("authorization", format!("{scheme} {TOKEN}"))
+            .header("content-type", "application/octet-stream")
+            .body(batch(10, seed))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 202, "{scheme}");
+    }
+    let r = m.http.post(m.at("/api/v1/experience")).header("authorization", format!("Basic {TOKEN}")).body(batch(10, 1)).send().await.unwrap();
+    assert_eq!(r.status(), 401, "another scheme is not a bearer token");
+    m.stop().await.unwrap();
+}

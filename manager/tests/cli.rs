@@ -1,7 +1,7 @@
 //! The binary as an operator meets it: --help, the token requirement, the listen URL,
 //! and a clean exit with a final checkpoint on SIGTERM.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -70,4 +70,57 @@ fn sigterm_stops_cleanly_with_a_final_checkpoint() {
     };
     assert_eq!(exit.code(), Some(0));
     assert!(shine_manager::checkpoint::path(dir.path()).exists(), "final checkpoint written");
+}
+
+#[test]
+fn a_query_token_never_reaches_the_log_even_at_debug_level() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = manager()
+        .args(["--listen", "127.0.0.1:0", "--device", "cpu", "--data-dir"])
+        .arg(dir.path())
+        .env("SHINE_TOKEN", "the-secret-token-42")
+        .env("RUST_LOG", "debug")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The log (stdout, after the address line, and stderr) read to the end by threads,
+    // so that a full pipe never blocks the manager.
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut before = String::new();
+    let url = loop {
+        let mut line = String::new();
+        assert!(out.read_line(&mut line).unwrap() > 0, "the manager exited:\n{before}");
+        if let Some(url) = line.trim().strip_prefix("shine-manager listening on ") {
+            break url.to_string();
+        }
+        before.push_str(&line);
+    };
+    tx.send(before).unwrap();
+    let readers: Vec<_> = [Box::new(out) as Box<dyn std::io::Read + Send>, Box::new(child.stderr.take().unwrap())]
+        .into_iter()
+        .map(|mut r| {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let mut s = String::new();
+                r.read_to_string(&mut s).unwrap();
+                tx.send(s).unwrap();
+            })
+        })
+        .collect();
+    for path in ["/api/v1/stats?token=the-secret-token-42", "/api/v1/models?x=1&token=the-secret-token-42", "/?TOKEN=the-secret-token-42"] {
+        let r = reqwest::blocking::get(format!("{url}{path}")).unwrap();
+        assert_eq!(r.status(), 200, "{path}");
+    }
+    assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
+    child.wait().unwrap();
+    drop(tx);
+    for r in readers {
+        r.join().unwrap();
+    }
+    let text: String = rx.iter().collect();
+    assert!(text.contains("token=REDACTED"), "the request span is logged at debug level:\n{}", &text[..text.len().min(3000)]);
+    assert!(!text.contains("the-secret-token-42"), "the token leaked into the log");
+    assert!(!text.contains('\u{1b}'), "no colour codes in a log written to a pipe");
 }

@@ -79,17 +79,16 @@ pub fn redacted(uri: &axum::http::Uri) -> String {
     }
 }
 
-/// A bare 405 from the router becomes [`ApiError::MethodNotAllowed`], `Allow` kept.
+/// A bare 405 from the router gets [`ApiError::MethodNotAllowed`]'s body; its headers
+/// (`Allow`) are kept.
 async fn method_not_allowed_body(resp: axum::response::Response) -> axum::response::Response {
     if resp.status() != StatusCode::METHOD_NOT_ALLOWED {
         return resp;
     }
-    let allow = resp.headers().get(header::ALLOW).cloned();
-    let allowed = allow.as_ref().and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
-    let mut out = axum::response::IntoResponse::into_response(ApiError::MethodNotAllowed { allowed });
-    if let Some(a) = allow {
-        out.headers_mut().insert(header::ALLOW, a);
-    }
+    let (parts, _) = resp.into_parts();
+    let (json_parts, body) = axum::response::IntoResponse::into_response(ApiError::MethodNotAllowed).into_parts();
+    let mut out = axum::response::Response::from_parts(parts, body);
+    out.headers_mut().extend(json_parts.headers);
     out
 }
 
