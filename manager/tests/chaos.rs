@@ -144,7 +144,8 @@ fn uploader(url: String, id: u32, stop: Arc<AtomicBool>, acked: Arc<Mutex<Vec<u3
     while !stop.load(Relaxed) {
         let (body, tags) = tagged_upload(id, seq);
         loop {
-            let r = http.post(format!("{url}/api/v1/experience")).bearer_auth(TOKEN).header("content-type", "application/octet-stream").body(body.clone()).send();
+            let r =
+                http.post(format!("{url}/api/v1/experience")).bearer_auth(TOKEN).header("content-type", "application/octet-stream").body(body.clone()).send();
             match r {
                 Ok(r) if r.status().is_success() => {
                     acked.lock().unwrap().extend(&tags);
