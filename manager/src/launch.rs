@@ -2,17 +2,28 @@
 //! manager, on Google Compute Engine, AWS EC2 or Kubernetes, as one bash script on
 //! stdout (`shine-manager launch-script ... > launch.sh && bash launch.sh`).
 //!
-//! The files in the script are the ones in `configs/`, compiled in with `include_str!`,
-//! so what is printed is exactly what is committed (and tested: `manager/tests/fleet.rs`
-//! starts workers from them). Only these values are filled in, each at one spot its
-//! file marks for it: the manager's URL and token, the worker binary's URL (VMs), the
-//! number of workers, the images (Kubernetes). Values are checked first, so that no
+//! What is printed comes from files in `configs/`, compiled in with `include_str!`, so
+//! it is exactly what is committed (and tested: `manager/tests/fleet.rs` starts
+//! workers from it). The script itself is `configs/launch/gcp.sh`, `aws.sh` or `k8s.sh`,
+//! each valid bash as committed; the file it writes or applies (the cloud-init user-data,
+//! which holds the systemd unit, or the Kubernetes manifests) goes into its quoted
+//! heredoc, byte for byte, at the line `{{cloud_init}}`, `{{user_data}}` or
+//! `{{manifests}}`.
+//!
+//! Only these values are filled in: the manager's URL and token, the worker binary's URL
+//! (VMs), the number of workers, the images (Kubernetes). One function,
+//! `replace_exactly`, fills each at the spots its file marks for it, and fails if the
+//! file does not mark it exactly as many times as this module expects: `{{workers}}` and
+//! `{{manager}}` in the launch scripts; a `KEY=''` line in the GCP script and in
+//! cloud-init's setup script (AWS), filled with the value shell-quoted; the committed
+//! default values in the Kubernetes manifests (token, manager URL, replicas, images) and,
+//! with `--manager-url`, the in-cluster manager's two lines of `k8s.sh` (dropped) and the
+//! comment line naming what is applied (reworded). Values are checked first, so that no
 //! value can break out of its quoting in YAML, a shell script or systemd's environment
 //! file.
 
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
-use std::fmt::Write as _;
 
 /// `configs/cloud-init/worker.yaml`: a worker VM's user-data.
 pub const CLOUD_INIT: &str = include_str!("../../configs/cloud-init/worker.yaml");
@@ -24,6 +35,10 @@ pub const K8S_SECRET: &str = include_str!("../../configs/k8s/secret.yaml");
 pub const K8S_WORKER_CONFIG: &str = include_str!("../../configs/k8s/worker-config.yaml");
 pub const K8S_MANAGER: &str = include_str!("../../configs/k8s/manager.yaml");
 pub const K8S_WORKERS: &str = include_str!("../../configs/k8s/workers.yaml");
+/// `configs/launch/*.sh`: the scripts printed, before their values are filled in.
+pub const LAUNCH_GCP: &str = include_str!("../../configs/launch/gcp.sh");
+pub const LAUNCH_AWS: &str = include_str!("../../configs/launch/aws.sh");
+pub const LAUNCH_K8S: &str = include_str!("../../configs/launch/k8s.sh");
 
 /// Where the workers run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -68,7 +83,7 @@ pub struct LaunchArgs {
 /// The manager URL the Kubernetes manifests use when none is given.
 pub const IN_CLUSTER_MANAGER: &str = "http://shine-manager:8080";
 
-/// Ends every heredoc in the printed script; no embedded file may hold it as a line.
+/// Ends every heredoc in the launch scripts; no embedded file may hold it as a line.
 const EOF_MARK: &str = "SHINE_EOF";
 
 /// The script for `args`.
@@ -141,12 +156,13 @@ fn check_image(flag: &str, image: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `text` with the one occurrence of `from` replaced: each value has exactly one spot,
-/// so a committed file that lost (or doubled) it is an error, not a silent no-op.
-fn replace_once(file: &str, text: &str, from: &str, to: &str) -> anyhow::Result<String> {
+/// `text` with the `times` occurrences of `from` replaced: the spots of each value are
+/// counted here, so a committed file that lost (or gained) one is an error, not a silent
+/// no-op or a mark left in the output.
+fn replace_exactly(file: &str, text: &str, from: &str, to: &str, times: usize) -> anyhow::Result<String> {
     match text.matches(from).count() {
-        1 => Ok(text.replacen(from, to, 1)),
-        n => bail!("{file}: expected {from:?} exactly once, found it {n} times"),
+        n if n == times => Ok(text.replace(from, to)),
+        n => bail!("{file}: expected {from:?} exactly {times} time(s), found it {n}"),
     }
 }
 
@@ -155,20 +171,13 @@ fn sh_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
-/// `cat > name <<'SHINE_EOF'` ... : the file, byte for byte (a quoted heredoc expands
-/// nothing).
-fn heredoc(out: &mut String, command: &str, text: &str) {
+/// `text` for a launch script's quoted heredoc (`<<'SHINE_EOF'`, which expands nothing,
+/// so the file arrives byte for byte): it must not hold the end marker as a line, and
+/// ends with a newline (the mark's line ends with one too).
+fn heredoc_body(text: &str) -> &str {
     assert!(!text.lines().any(|l| l == EOF_MARK), "an embedded file holds the heredoc end marker {EOF_MARK}");
     assert!(text.ends_with('\n'), "embedded files end with a newline");
-    let _ = write!(out, "{command} <<'{EOF_MARK}'\n{text}{EOF_MARK}\n");
-}
-
-fn header(out: &mut String, title: &str, needs: &str, workers: u32, cloud: &str) {
-    let _ = writeln!(out, "#!/usr/bin/env bash");
-    let _ = writeln!(out, "# {title}");
-    let _ = writeln!(out, "# Generated by `shine-manager launch-script --cloud {cloud} --workers {workers}`. It holds the");
-    let _ = writeln!(out, "# manager's token: keep it private. {needs}");
-    let _ = writeln!(out, "set -euo pipefail");
+    text
 }
 
 /// The cloud-init file with the settings written into its setup script (for clouds
@@ -176,140 +185,69 @@ fn header(out: &mut String, title: &str, needs: &str, workers: u32, cloud: &str)
 pub fn cloud_init_filled(manager: &str, token: &str, worker_url: &str) -> anyhow::Result<String> {
     let mut text = CLOUD_INIT.to_string();
     for (key, value) in [("SHINE_MANAGER", manager), ("SHINE_TOKEN", token), ("SHINE_WORKER_URL", worker_url)] {
-        text = replace_once("configs/cloud-init/worker.yaml", &text, &format!("\n      {key}=''\n"), &format!("\n      {key}={}\n", sh_quote(value)))?;
+        text = replace_exactly("configs/cloud-init/worker.yaml", &text, &format!("\n      {key}=''\n"), &format!("\n      {key}={}\n", sh_quote(value)), 1)?;
     }
     Ok(text)
 }
 
+/// `configs/launch/gcp.sh`: the cloud-init file as committed (each VM reads its settings
+/// from its metadata, which the script sets from the `KEY=''` lines).
 fn gcp(workers: u32, manager: &str, token: &str, worker_url: &str) -> anyhow::Result<String> {
-    let mut o = String::new();
-    header(
-        &mut o,
-        &format!("Shine: {workers} worker VMs on Google Compute Engine for the manager at {manager}."),
-        "Needs gcloud, logged in, with a\n# default project (gcloud config set project PROJECT). Set ZONE, MACHINE_TYPE or\n# NAME_PREFIX to change the VMs.",
-        workers,
-        "gcp",
-    );
-    let _ = writeln!(o, "ZONE=${{ZONE:-us-central1-a}}");
-    let _ = writeln!(o, "MACHINE_TYPE=${{MACHINE_TYPE:-e2-standard-4}}");
-    let _ = writeln!(o, "NAME_PREFIX=${{NAME_PREFIX:-shine-worker}}");
-    let _ = writeln!(o, "MANAGER={}", sh_quote(manager));
-    let _ = writeln!(o, "TOKEN={}", sh_quote(token));
-    let _ = writeln!(o, "WORKER_URL={}", sh_quote(worker_url));
-    let _ = writeln!(o);
-    let _ = writeln!(o, "# configs/cloud-init/worker.yaml as committed: each VM reads the manager, token and");
-    let _ = writeln!(o, "# binary URL from its metadata (shine-manager, shine-token, shine-worker-url).");
-    heredoc(&mut o, "cat > shine-worker-cloud-init.yaml", CLOUD_INIT);
-    let _ = writeln!(o);
-    let _ = writeln!(o, "names=()");
-    let _ = writeln!(o, "for i in $(seq 1 {workers}); do names+=(\"$NAME_PREFIX-$i\"); done");
-    let _ = writeln!(o, "# Ubuntu images run cloud-init (Debian's GCE images do not). The network tag lets a");
-    let _ = writeln!(o, "# firewall rule open the manager's port to these VMs only (docs/fleet.md).");
-    let _ = writeln!(o, "gcloud compute instances create \"${{names[@]}}\" \\");
-    let _ = writeln!(o, "  --zone=\"$ZONE\" --machine-type=\"$MACHINE_TYPE\" \\");
-    let _ = writeln!(o, "  --image-family=ubuntu-2404-lts-amd64 --image-project=ubuntu-os-cloud \\");
-    let _ = writeln!(o, "  --tags=shine-worker \\");
-    let _ = writeln!(o, "  --metadata-from-file=user-data=shine-worker-cloud-init.yaml \\");
-    let _ = writeln!(o, "  --metadata=\"shine-manager=$MANAGER,shine-token=$TOKEN,shine-worker-url=$WORKER_URL\"");
-    footer(&mut o, workers, manager, "gcloud compute instances delete \"${names[@]}\" --zone=\"$ZONE\"");
-    Ok(o)
+    const FILE: &str = "configs/launch/gcp.sh";
+    let text = replace_exactly(FILE, LAUNCH_GCP, "{{workers}}", &workers.to_string(), 4)?;
+    let mut text = replace_exactly(FILE, &text, "{{manager}}", manager, 3)?;
+    for (key, value) in [("MANAGER", manager), ("TOKEN", token), ("WORKER_URL", worker_url)] {
+        text = replace_exactly(FILE, &text, &format!("\n{key}=''\n"), &format!("\n{key}={}\n", sh_quote(value)), 1)?;
+    }
+    // The embedded file last: it is never searched for marks.
+    replace_exactly(FILE, &text, "{{cloud_init}}\n", heredoc_body(CLOUD_INIT), 1)
 }
 
+/// `configs/launch/aws.sh`: the cloud-init file with the settings filled in.
 fn aws(workers: u32, manager: &str, token: &str, worker_url: &str) -> anyhow::Result<String> {
+    const FILE: &str = "configs/launch/aws.sh";
     let user_data = cloud_init_filled(manager, token, worker_url)?;
-    let mut o = String::new();
-    header(
-        &mut o,
-        &format!("Shine: {workers} worker instances on AWS EC2 for the manager at {manager}."),
-        "Needs the aws CLI with a region\n# and credentials. Set INSTANCE_TYPE, IMAGE, SUBNET_ID, SECURITY_GROUP_IDS or KEY_NAME to\n# change the instances (without SUBNET_ID: the default VPC).",
-        workers,
-        "aws",
-    );
-    let _ = writeln!(o, "INSTANCE_TYPE=${{INSTANCE_TYPE:-c7i.xlarge}}");
-    let _ = writeln!(o, "# Ubuntu 24.04 (runs cloud-init), resolved by EC2 from Canonical's public parameter.");
-    let _ = writeln!(o, "IMAGE=${{IMAGE:-resolve:ssm:/aws/service/canonical/ubuntu/server/24.04/stable/current/amd64/hvm/ebs-gp3/ami-id}}");
-    let _ = writeln!(o);
-    let _ = writeln!(o, "# configs/cloud-init/worker.yaml with the manager, token and binary URL filled in at the");
-    let _ = writeln!(o, "# top of its setup script (EC2 has no metadata keys of our own).");
-    heredoc(&mut o, "cat > shine-worker-user-data.yaml", &user_data);
-    let _ = writeln!(o);
-    let _ = writeln!(o, "extra=()");
-    let _ = writeln!(o, "[ -z \"${{SUBNET_ID:-}}\" ] || extra+=(--subnet-id \"$SUBNET_ID\")");
-    let _ = writeln!(o, "[ -z \"${{SECURITY_GROUP_IDS:-}}\" ] || extra+=(--security-group-ids $SECURITY_GROUP_IDS)");
-    let _ = writeln!(o, "[ -z \"${{KEY_NAME:-}}\" ] || extra+=(--key-name \"$KEY_NAME\")");
-    let _ = writeln!(o, "aws ec2 run-instances --count {workers} \\");
-    let _ = writeln!(o, "  --image-id \"$IMAGE\" --instance-type \"$INSTANCE_TYPE\" \\");
-    let _ = writeln!(o, "  --user-data file://shine-worker-user-data.yaml \\");
-    let _ = writeln!(o, "  --metadata-options HttpTokens=required \\");
-    let _ = writeln!(o, "  --tag-specifications 'ResourceType=instance,Tags=[{{Key=Name,Value=shine-worker}},{{Key=shine,Value=worker}}]' \\");
-    let _ = writeln!(o, "  --query 'Instances[].InstanceId' --output text \\");
-    let _ = writeln!(o, "  \"${{extra[@]}}\"");
-    footer(
-        &mut o,
-        workers,
-        manager,
-        "aws ec2 terminate-instances --instance-ids $(aws ec2 describe-instances --filters Name=tag:shine,Values=worker Name=instance-state-name,Values=pending,running --query 'Reservations[].Instances[].InstanceId' --output text)",
-    );
-    Ok(o)
+    let text = replace_exactly(FILE, LAUNCH_AWS, "{{workers}}", &workers.to_string(), 4)?;
+    let text = replace_exactly(FILE, &text, "{{manager}}", manager, 3)?;
+    replace_exactly(FILE, &text, "{{user_data}}\n", heredoc_body(&user_data), 1)
 }
 
-fn footer(o: &mut String, workers: u32, manager: &str, stop: &str) {
-    let _ = writeln!(o);
-    let _ = writeln!(o, "echo \"Started {workers} workers. They register with the manager within a few minutes of booting:\" >&2");
-    let _ = writeln!(o, "echo \"  curl -s {manager}/api/v1/workers   (or the dashboard at {manager}/)\" >&2");
-    let _ = writeln!(o, "# To stop them: {stop}");
-}
-
+/// `configs/launch/k8s.sh`: the manifests with the values filled in. The script as
+/// committed applies the in-cluster manager too; with `--manager-url` its lines go.
 fn k8s(args: &LaunchArgs) -> anyhow::Result<String> {
+    const FILE: &str = "configs/launch/k8s.sh";
     let manager = args.manager_url.as_deref().unwrap_or(IN_CLUSTER_MANAGER);
     let in_cluster = args.manager_url.is_none();
-    let secret = replace_once("configs/k8s/secret.yaml", K8S_SECRET, "token: \"REPLACE-WITH-YOUR-TOKEN\"", &format!("token: \"{}\"", args.token))?;
-    let config = replace_once(
+    let secret = replace_exactly("configs/k8s/secret.yaml", K8S_SECRET, "token: \"REPLACE-WITH-YOUR-TOKEN\"", &format!("token: \"{}\"", args.token), 1)?;
+    let config = replace_exactly(
         "configs/k8s/worker-config.yaml",
         K8S_WORKER_CONFIG,
         &format!("SHINE_MANAGER: \"{IN_CLUSTER_MANAGER}\""),
         &format!("SHINE_MANAGER: \"{manager}\""),
+        1,
     )?;
-    let workers = replace_once("configs/k8s/workers.yaml", K8S_WORKERS, "\n  replicas: 3\n", &format!("\n  replicas: {}\n", args.workers))?;
-    let workers = replace_once("configs/k8s/workers.yaml", &workers, "image: \"shine-worker:latest\"", &format!("image: \"{}\"", args.image))?;
-    let manager_yaml = replace_once("configs/k8s/manager.yaml", K8S_MANAGER, "image: \"shine-manager:latest\"", &format!("image: \"{}\"", args.manager_image))?;
-
-    let mut o = String::new();
-    header(
-        &mut o,
-        &format!("Shine: {} workers on Kubernetes, for the manager at {manager}.", args.workers),
-        "Needs kubectl for the cluster,\n# which pulls the images named below (build them from configs/container/Containerfile.*).",
-        args.workers,
-        "k8s",
-    );
-    let _ = writeln!(o);
-    let _ = writeln!(o, "# configs/k8s/: the namespace, the token's Secret, the workers' ConfigMap,");
-    let _ = writeln!(
-        o,
-        "{}",
-        if in_cluster {
-            "# the manager (GPU pod, volume, Service) and the worker Deployment."
-        } else {
-            "# and the worker Deployment (the manager runs outside the cluster)."
-        }
-    );
+    let workers = replace_exactly("configs/k8s/workers.yaml", K8S_WORKERS, "\n  replicas: 3\n", &format!("\n  replicas: {}\n", args.workers), 1)?;
+    let workers = replace_exactly("configs/k8s/workers.yaml", &workers, "image: \"shine-worker:latest\"", &format!("image: \"{}\"", args.image), 1)?;
+    let manager_yaml =
+        replace_exactly("configs/k8s/manager.yaml", K8S_MANAGER, "image: \"shine-manager:latest\"", &format!("image: \"{}\"", args.manager_image), 1)?;
     let mut docs = vec![K8S_NAMESPACE, &secret, &config];
     if in_cluster {
         docs.push(&manager_yaml);
     }
     docs.push(&workers);
-    heredoc(&mut o, "kubectl apply -f -", &docs.join("---\n"));
-    let _ = writeln!(o);
-    if in_cluster {
-        let _ = writeln!(o, "kubectl -n shine rollout status deployment/shine-manager --timeout=15m");
+
+    let text = replace_exactly(FILE, LAUNCH_K8S, "{{workers}}", &args.workers.to_string(), 3)?;
+    let mut text = replace_exactly(FILE, &text, "{{manager}}", manager, 1)?;
+    if !in_cluster {
+        for (line, instead) in [
+            ("# the manager (GPU pod, volume, Service) and the worker Deployment.\n", "# and the worker Deployment (the manager runs outside the cluster).\n"),
+            ("kubectl -n shine rollout status deployment/shine-manager --timeout=15m\n", ""),
+            ("echo \"Dashboard: kubectl -n shine port-forward service/shine-manager 8080:8080, then http://localhost:8080/\" >&2\n", ""),
+        ] {
+            text = replace_exactly(FILE, &text, &format!("\n{line}"), &format!("\n{instead}"), 1)?;
+        }
     }
-    let _ = writeln!(o, "kubectl -n shine rollout status deployment/shine-worker --timeout=10m");
-    let _ = writeln!(o, "echo \"{} workers running. Scale: kubectl -n shine scale deployment/shine-worker --replicas=N\" >&2", args.workers);
-    if in_cluster {
-        let _ = writeln!(o, "echo \"Dashboard: kubectl -n shine port-forward service/shine-manager 8080:8080, then http://localhost:8080/\" >&2");
-    }
-    let _ = writeln!(o, "# To remove everything (the manager's volume too): kubectl delete namespace shine");
-    Ok(o)
+    replace_exactly(FILE, &text, "{{manifests}}\n", heredoc_body(&docs.join("---\n")), 1)
 }
 
 #[cfg(test)]
@@ -526,6 +464,26 @@ mod tests {
     }
 
     #[test]
+    fn the_launch_templates_are_bash_and_every_mark_gets_filled() {
+        // As committed (marks and all) and as printed, for each cloud.
+        for template in [LAUNCH_GCP, LAUNCH_AWS, LAUNCH_K8S] {
+            bash_syntax_ok(template);
+        }
+        for a in [args(Cloud::Gcp, 3), args(Cloud::Aws, 3), args(Cloud::K8s, 3), LaunchArgs { manager_url: None, ..args(Cloud::K8s, 3) }] {
+            let script = render(&a).unwrap();
+            bash_syntax_ok(&script);
+            assert!(!script.contains("{{"), "a mark left in the {:?} script:\n{script}", a.cloud);
+            for key in ["MANAGER", "TOKEN", "WORKER_URL"] {
+                assert!(!script.contains(&format!("\n{key}=''\n")), "{key} left empty:\n{script}");
+            }
+        }
+        // A file with a spot lost or added is refused, naming the file and the mark.
+        assert_eq!(replace_exactly("f", "a {{x}} b {{x}}", "{{x}}", "1", 2).unwrap(), "a 1 b 1");
+        let e = replace_exactly("configs/launch/x.sh", "a {{x}} b {{x}}", "{{x}}", "1", 1).unwrap_err().to_string();
+        assert!(e.contains("configs/launch/x.sh") && e.contains("{{x}}") && e.contains("found it 2"), "{e}");
+    }
+
+    #[test]
     fn values_that_would_break_the_files_are_refused_with_the_reason() {
         let err = |a: LaunchArgs| render(&a).unwrap_err().to_string();
         assert!(err(LaunchArgs { token: "a b".into(), ..args(Cloud::Gcp, 1) }).contains("--token holds ' '"));
@@ -546,5 +504,10 @@ mod tests {
         let mut files: Vec<String> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
         files.sort();
         assert_eq!(files, ["manager.yaml", "namespace.yaml", "secret.yaml", "worker-config.yaml", "workers.yaml"]);
+        // And every launch script is one of the three compiled in.
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/launch");
+        let mut files: Vec<String> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        files.sort();
+        assert_eq!(files, ["aws.sh", "gcp.sh", "k8s.sh"]);
     }
 }
