@@ -13,7 +13,7 @@ use shine_bridge::{Button, Emulator, Pad};
 use std::time::{Duration, Instant};
 
 const INSTALL: &str =
-    "run .ci/run's install step (`install_debian_packages`: apt-get install dolphin-emu gcc-powerpc-linux-gnu) or set SHINE_SKIP_REAL_DOLPHIN=1 to skip";
+    "run scripts/test.sh (it installs them) or scripts/setup-debian.sh dolphin-emu gcc-powerpc-linux-gnu binutils-powerpc-linux-gnu, or set SHINE_SKIP_REAL_DOLPHIN=1 to skip";
 
 fn skip() -> bool {
     if std::env::var_os("SHINE_SKIP_REAL_DOLPHIN").is_some_and(|v| v == "1") {
