@@ -184,10 +184,11 @@ pub struct Recovered {
     next_record: u64,
 }
 
-/// A record's place, found by the first pass.
+/// A valid record, found by the first pass.
 struct Found {
     payload: Vec<u8>,
     count: u64,
+    upload_id: [u8; 16],
 }
 
 /// Read one segment's records; `last` segments may have a torn tail, which is cut.
@@ -214,7 +215,7 @@ fn read_segment(path: &Path, last: bool, out: &mut Vec<Found>, rec: &mut Recover
         match experience::Header::parse(payload) {
             Ok(h) => {
                 rows += h.count as u64;
-                out.push(Found { payload: payload.to_vec(), count: h.count as u64 });
+                out.push(Found { payload: payload.to_vec(), count: h.count as u64, upload_id: h.meta.upload_id });
             }
             Err(_) => rec.corrupt += 1,
         }
@@ -286,8 +287,7 @@ pub fn recover(dir: &Path, meta: &WalMeta, capacity: usize, expect: Expect) -> a
     // Repeats of an upload id (never the all-zero "no id") are dropped, first copy wins.
     let mut seen = HashSet::new();
     found.retain(|f| {
-        let id: [u8; 16] = f.payload[32..48].try_into().expect("a parsed header");
-        if id != [0; 16] && !seen.insert(id) {
+        if f.upload_id != [0; 16] && !seen.insert(f.upload_id) {
             rec.repeats += 1;
             return false;
         }
@@ -295,7 +295,7 @@ pub fn recover(dir: &Path, meta: &WalMeta, capacity: usize, expect: Expect) -> a
     });
     rec.records = found.len() as u64;
     rec.transitions = found.iter().map(|f| f.count).sum();
-    rec.upload_ids = found.iter().map(|f| f.payload[32..48].try_into().expect("a parsed header")).filter(|id| *id != [0; 16]).collect();
+    rec.upload_ids = found.iter().map(|f| f.upload_id).filter(|id| *id != [0; 16]).collect();
     // The newest records that hold `capacity` transitions, decoded oldest first.
     let mut need = capacity as u64;
     let mut first = found.len();

@@ -65,18 +65,35 @@ segment_mb = 1
     path
 }
 
-/// A manager process; its log goes to `log`.
-fn start(config: &Path, log: &Path) -> Child {
-    let log = std::fs::OpenOptions::new().create(true).append(true).open(log).unwrap();
-    Command::new(BIN)
-        .arg("--config")
-        .arg(config)
-        .env("SHINE_TOKEN", TOKEN)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::from(log.try_clone().unwrap()))
-        .stderr(Stdio::from(log))
-        .spawn()
-        .unwrap()
+/// A data directory, a port and a config for it, and where the managers' logs go.
+struct Rig {
+    dir: tempfile::TempDir,
+    url: String,
+    config: std::path::PathBuf,
+    log: std::path::PathBuf,
+}
+
+fn rig() -> Rig {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let config = write_config(dir.path(), port);
+    let log = dir.path().join("manager.log");
+    Rig { url: format!("http://127.0.0.1:{port}"), config, log, dir }
+}
+
+/// The manager command of `rig`, its output appended to the rig's log.
+fn manager_command(rig: &Rig) -> Command {
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(&rig.log).unwrap();
+    let mut c = Command::new(BIN);
+    c.arg("--config").arg(&rig.config).env("SHINE_TOKEN", TOKEN).env("RUST_LOG", "info").stdout(Stdio::from(log.try_clone().unwrap())).stderr(Stdio::from(log));
+    c
+}
+
+/// A manager process, up and answering.
+fn start(rig: &Rig) -> Child {
+    let mut child = manager_command(rig).spawn().unwrap();
+    wait_healthy(&rig.url, &mut child);
+    child
 }
 
 fn wait_healthy(url: &str, child: &mut Child) {
@@ -188,13 +205,9 @@ fn train_steps(url: &str) -> Option<u64> {
 
 #[test]
 fn kill_9_at_random_moments_loses_nothing_acknowledged_and_repeats_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let url = format!("http://127.0.0.1:{port}");
-    let config = write_config(dir.path(), port);
-    let log = dir.path().join("manager.log");
-    let mut manager = start(&config, &log);
-    wait_healthy(&url, &mut manager);
+    let rig = rig();
+    let url = rig.url.clone();
+    let mut manager = start(&rig);
 
     let stop = Arc::new(AtomicBool::new(false));
     let acked = Arc::new(Mutex::new(Vec::new()));
@@ -229,8 +242,7 @@ fn kill_9_at_random_moments_loses_nothing_acknowledged_and_repeats_nothing() {
             signal(&mut manager, "KILL");
             kills += 1;
         }
-        manager = start(&config, &log);
-        wait_healthy(&url, &mut manager);
+        manager = start(&rig);
         let after = train_steps(&url).unwrap();
         steps_before.push((before, after));
     }
@@ -264,7 +276,7 @@ fn kill_9_at_random_moments_loses_nothing_acknowledged_and_repeats_nothing() {
         std::thread::sleep(Duration::from_millis(50));
     };
     signal(&mut manager, "TERM");
-    let rec = wal::recover(&dir.path().join("data/wal"), &WalMeta::new("untouchable", EXPECT), 1_000_000, EXPECT).unwrap();
+    let rec = wal::recover(&rig.dir.path().join("data/wal"), &WalMeta::new("untouchable", EXPECT), 1_000_000, EXPECT).unwrap();
     let mut count: BTreeMap<u32, u32> = BTreeMap::new();
     for row in rec.rows.chunks_exact(TRANSITION_FLOATS) {
         *count.entry(row[col::REWARD] as u32).or_default() += 1;
@@ -291,11 +303,9 @@ fn kill_9_at_random_moments_loses_nothing_acknowledged_and_repeats_nothing() {
 
 /// `shine-manager` with a file-size limit (RLIMIT_FSIZE): its writes beyond it fail with
 /// EFBIG, as on a full disk (SIGXFSZ ignored, as the shell's `ulimit -f` leaves it).
-fn start_limited(config: &Path, log: &Path, max_file_bytes: u64) -> Child {
+fn start_limited(rig: &Rig, max_file_bytes: u64) -> Child {
     use std::os::unix::process::CommandExt;
-    let log = std::fs::OpenOptions::new().create(true).append(true).open(log).unwrap();
-    let mut c = Command::new(BIN);
-    c.arg("--config").arg(config).env("SHINE_TOKEN", TOKEN).env("RUST_LOG", "info").stdout(Stdio::from(log.try_clone().unwrap())).stderr(Stdio::from(log));
+    let mut c = manager_command(rig);
     // SAFETY: only async-signal-safe calls (setrlimit, signal) between fork and exec.
     unsafe {
         c.pre_exec(move || {
@@ -307,19 +317,17 @@ fn start_limited(config: &Path, log: &Path, max_file_bytes: u64) -> Child {
             Ok(())
         });
     }
-    c.spawn().unwrap()
+    let mut child = c.spawn().unwrap();
+    wait_healthy(&rig.url, &mut child);
+    child
 }
 
 #[test]
 fn a_full_disk_answers_503_storage_full_and_keeps_what_was_acknowledged() {
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let url = format!("http://127.0.0.1:{port}");
-    let config = write_config(dir.path(), port);
-    let log = dir.path().join("manager.log");
+    let rig = rig();
+    let url = rig.url.clone();
     // Segments of 1 MiB, files limited to 700 KB: the first segment fills up.
-    let mut manager = start_limited(&config, &log, 700_000);
-    wait_healthy(&url, &mut manager);
+    let mut manager = start_limited(&rig, 700_000);
     let http = reqwest::blocking::Client::new();
     let mut acked = Vec::new();
     let mut full = None;
@@ -352,7 +360,7 @@ fn a_full_disk_answers_503_storage_full_and_keeps_what_was_acknowledged() {
     signal(&mut manager, "KILL");
 
     // Everything acknowledged is in the log, whole.
-    let rec = wal::recover(&dir.path().join("data/wal"), &WalMeta::new("untouchable", EXPECT), 1_000_000, EXPECT).unwrap();
+    let rec = wal::recover(&rig.dir.path().join("data/wal"), &WalMeta::new("untouchable", EXPECT), 1_000_000, EXPECT).unwrap();
     assert_eq!((rec.corrupt, rec.torn_bytes), (0, 0), "failed writes were cut back: {rec:?}");
     let held: HashSet<u32> = rec.rows.chunks_exact(TRANSITION_FLOATS).map(|r| r[col::REWARD] as u32).collect();
     assert!(!acked.is_empty());

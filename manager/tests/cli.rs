@@ -124,3 +124,45 @@ fn a_query_token_never_reaches_the_log_even_at_debug_level() {
     assert!(!text.contains("the-secret-token-42"), "the token leaked into the log");
     assert!(!text.contains('\u{1b}'), "no colour codes in a log written to a pipe");
 }
+
+#[test]
+fn a_second_signal_quits_at_once_while_a_graceful_stop_waits() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = manager()
+        .args(["--listen", "127.0.0.1:0", "--device", "cpu", "--data-dir"])
+        .arg(dir.path())
+        .env("SHINE_TOKEN", "t")
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let addr = line.trim().rsplit("http://").next().unwrap().to_string();
+    // An upload whose body never finishes: a graceful stop waits for it.
+    let mut slow = std::net::TcpStream::connect(&addr).unwrap();
+    write!(
+        slow,
+        "POST /api/v1/experience HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer t\r\nContent-Type: application/octet-stream\r\nContent-Length: 1000\r\n\r\nSHXP"
+    )
+    .unwrap();
+    slow.flush().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let pid = child.id().to_string();
+    let kill = |sig: &str| assert!(Command::new("kill").args([sig, &pid]).status().unwrap().success());
+    kill("-TERM");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(child.try_wait().unwrap().is_none(), "the first signal waits for the request in flight");
+    let t = Instant::now();
+    kill("-TERM");
+    let exit = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "no exit after the second signal");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(exit.code(), Some(130), "the second signal quits at once");
+    drop(slow);
+}
