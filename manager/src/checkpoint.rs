@@ -8,12 +8,13 @@
 //! - metadata key `shine_checkpoint`: [`CheckpointMeta`] as JSON (counters, action
 //!   set, the configuration in force, for the record).
 //!
-//! Written atomically (`shine_agent::durable::write_atomic`): to `checkpoint.safetensors.tmp` in the same directory, fsynced,
-//! then renamed over the old file (rename within a directory is atomic on POSIX), and
-//! the directory fsynced. A crash at any point leaves either the old or the new
-//! checkpoint, never half of one. The replay itself is not saved (228 MB at the
-//! paper's size, and refilled by the fleet in minutes): after a restart the trainer
-//! burns in again.
+//! Written atomically (`shine_agent::durable::write_atomic`): to
+//! `checkpoint.safetensors.tmp` in the same directory, fsynced, then renamed over the
+//! old file (rename within a directory is atomic on POSIX), and the directory fsynced.
+//! A crash at any point leaves either the old or the new checkpoint, never half of one.
+//! The replay is not in it (228 MB at the paper's size, rewritten at every
+//! checkpoint): the write-ahead log keeps the uploads instead, and a restart rebuilds
+//! the replay from it (`crate::wal`).
 
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
