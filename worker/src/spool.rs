@@ -8,9 +8,8 @@
 //! died between the 2xx and the delete) is still counted once.
 //!
 //! - Atomic: a batch is written with `shine_agent::durable::write_atomic` (a `.tmp`
-//!   file, synced, then renamed into place), so
-//!   a crash never leaves a half-written batch under a real name; leftovers of such a
-//!   crash are deleted on open.
+//!   file, synced, then renamed into place), so a crash never leaves a half-written
+//!   batch under a real name; leftovers of such a crash are deleted on open.
 //! - Ordered: names start with a sequence number (`{seq:016x}-{upload_id}.shxp`), and
 //!   the oldest is sent first.
 //! - Bounded by bytes and by count: when a new batch would pass a bound, the *oldest*
