@@ -329,7 +329,7 @@ mod tests {
         let e: EpisodeReport = serde_json::from_str(r#"{"frames": 10, "reward": 1.5, "survived": false}"#).unwrap();
         assert_eq!((e.eval, e.cpu_level, e.model_version), (false, 0, 0));
         assert!(serde_json::from_str::<EpisodeReport>(r#"{"frames": 10, "survived": false}"#).is_err(), "reward is required");
-        assert_eq!(serde_json::from_str::<HeartbeatReply>(r#"{"epsilon": 0.1}"#).unwrap().watch, false);
+        assert!(!serde_json::from_str::<HeartbeatReply>(r#"{"epsilon": 0.1}"#).unwrap().watch, "watch defaults to false");
     }
 
     #[test]

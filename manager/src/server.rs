@@ -108,13 +108,12 @@ async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Result<(A
     for id in &recovered.upload_ids {
         dedup.insert(*id);
     }
-    let resume = trainer::Resume { rows: recovered.rows, highest_published: registry.highest_version() };
+    let restore = trainer::Restore { data_dir: data_dir.clone(), rows: recovered.rows, highest_published: registry.highest_version() };
 
     let (tc, rc, dc) = (config.trainer.clone(), config.replay.clone(), config.dqn.clone());
     // Restoring a checkpoint reads files and may initialise CUDA: blocking work.
-    let handle = tokio::task::spawn_blocking(move || trainer::spawn(tc, rc, dc, action_set, device, &data_dir, resume, publish))
-        .await
-        .context("trainer start panicked")??;
+    let handle =
+        tokio::task::spawn_blocking(move || trainer::spawn(tc, rc, dc, action_set, device, restore, publish)).await.context("trainer start panicked")??;
 
     let state = Arc::new(Manager {
         action_set,

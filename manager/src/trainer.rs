@@ -3,9 +3,9 @@
 //! API for the service half:
 //! ```text
 //! let trainer = trainer::spawn(trainer_cfg, replay_cfg, dqn_cfg, action_set, device,
-//!                              &data_dir, resume, |published| registry.publish(..))?;
+//!                              restore, |published| registry.publish(..))?;
 //!     // restores <data_dir>/checkpoint if present and the replay rows the write-ahead
-//!     // log kept (`resume`); publishes the current model before returning: version 1,
+//!     // log kept (`Restore`); publishes the current model before returning: version 1,
 //!     // random weights, on a fresh start; above every version ever published after a
 //!     // crash that lost models published since the checkpoint.
 //! let r = trainer.reserve(count)?  // room in the ingest queue, decided from the
@@ -45,7 +45,7 @@ use shine_agent::dqn::{DqnConfig, Learner};
 use shine_agent::experience::{Batch, Expect};
 use shine_agent::model::ModelMeta;
 use shine_agent::ActionSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::sync::{Arc, Mutex};
@@ -404,9 +404,12 @@ pub struct Published {
     pub file: Vec<u8>,
 }
 
-/// What a restarted manager hands the trainer besides the checkpoint.
+/// Where the trainer starts from: the checkpoint in `data_dir` (if any), and what a
+/// restarted manager knows besides it.
 #[derive(Debug, Default)]
-pub struct Resume {
+pub struct Restore {
+    /// Holds `checkpoint/`, where checkpoints are read and written.
+    pub data_dir: PathBuf,
     /// Replay rows the write-ahead log kept (`count x 57`), oldest first.
     pub rows: Vec<f32>,
     /// The highest model version ever published in this data directory: new versions
@@ -422,11 +425,12 @@ pub fn spawn(
     dqn_cfg: DqnConfig,
     actions: ActionSet,
     device: tch::Device,
-    data_dir: &Path,
-    resume: Resume,
+    restore: Restore,
     publish: impl Fn(Published) + Send + 'static,
 ) -> anyhow::Result<TrainerHandle> {
     cfg.validate(&replay_cfg)?;
+    let Restore { data_dir, rows, highest_published } = restore;
+    let data_dir = data_dir.as_path();
     if cfg.threads > 0 {
         // Process-wide, and set before the first op so that libtorch's pool is sized once.
         tch::set_num_threads(cfg.threads as i32);
@@ -435,7 +439,7 @@ pub fn spawn(
     let mut replay = Replay::new(&replay_cfg, device)?;
     // Rows restored from the log are not counted as inserts: they were counted when
     // first inserted, and the rate limiter must not hold the fleet back for them.
-    replay.push(&resume.rows)?;
+    replay.push(&rows)?;
     let config = serde_json::json!({ "trainer": cfg, "replay": replay_cfg, "dqn": dqn_cfg });
 
     let checkpoint = checkpoint::load(data_dir)?;
@@ -472,12 +476,11 @@ pub fn spawn(
     };
     // Models were published after the checkpoint (or without one) and then lost with a
     // crash: the weights in hand get a number above all of them, never a used one.
-    let (counters, model_file) = if resume.highest_published >= counters.model_version && !(checkpointed && resume.highest_published == counters.model_version)
-    {
-        let version = resume.highest_published + 1;
+    let (counters, model_file) = if highest_published >= counters.model_version && !(checkpointed && highest_published == counters.model_version) {
+        let version = highest_published + 1;
         tracing::warn!(
             checkpoint_version = counters.model_version,
-            highest_published = resume.highest_published,
+            highest_published = highest_published,
             version,
             "models were published after the last checkpoint and lost with a crash; publishing the restored weights as a new version"
         );
@@ -738,10 +741,13 @@ mod tests {
         (t, ReplayConfig { capacity: 1000, update_size: 10, ..Default::default() }, DqnConfig { batch_size: 8, ..Default::default() })
     }
 
-    fn start(t: TrainerConfig, r: ReplayConfig, d: DqnConfig, dir: &Path) -> (TrainerHandle, Models) {
+    fn start(t: TrainerConfig, r: ReplayConfig, d: DqnConfig, dir: &std::path::Path) -> (TrainerHandle, Models) {
         let published: Models = Default::default();
         let p = published.clone();
-        let h = spawn(t, r, d, ActionSet::Untouchable, tch::Device::Cpu, dir, Resume::default(), move |m| p.lock().unwrap().push(m)).unwrap();
+        let h = spawn(t, r, d, ActionSet::Untouchable, tch::Device::Cpu, Restore { data_dir: dir.into(), ..Default::default() }, move |m| {
+            p.lock().unwrap().push(m)
+        })
+        .unwrap();
         (h, published)
     }
 
@@ -895,7 +901,7 @@ mod tests {
         let release_rx = Mutex::new(release_rx);
         let (entered_tx, entered_rx) = std::sync::mpsc::channel::<()>();
         let entered_tx = Mutex::new(entered_tx);
-        let h = spawn(t, r, d, ActionSet::Untouchable, tch::Device::Cpu, tmp.path(), Resume::default(), move |m: Published| {
+        let h = spawn(t, r, d, ActionSet::Untouchable, tch::Device::Cpu, Restore { data_dir: tmp.path().into(), ..Default::default() }, move |m: Published| {
             if m.version == 2 {
                 entered_tx.lock().unwrap().send(()).unwrap();
                 release_rx.lock().unwrap().recv().unwrap();
@@ -952,8 +958,8 @@ mod tests {
         // The registry had published up to v7 after that checkpoint before a crash.
         let published: Models = Default::default();
         let p = published.clone();
-        let resume = Resume { rows: batch(20, 0).data, highest_published: 7 };
-        let h = spawn(t, r, d, ActionSet::Untouchable, tch::Device::Cpu, tmp.path(), resume, move |m| p.lock().unwrap().push(m)).unwrap();
+        let restore = Restore { data_dir: tmp.path().into(), rows: batch(20, 0).data, highest_published: 7 };
+        let h = spawn(t, r, d, ActionSet::Untouchable, tch::Device::Cpu, restore, move |m| p.lock().unwrap().push(m)).unwrap();
         let s = h.stats();
         h.shutdown().unwrap();
         let again = published.lock().unwrap()[0].clone();
@@ -983,7 +989,10 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let (t, r, d) = small();
         start(t.clone(), r.clone(), d.clone(), tmp.path()).0.shutdown().unwrap();
-        let err = spawn(t, r, d, ActionSet::Fight, tch::Device::Cpu, tmp.path(), Resume::default(), |_| {}).err().expect("refused").to_string();
+        let err = spawn(t, r, d, ActionSet::Fight, tch::Device::Cpu, Restore { data_dir: tmp.path().into(), ..Default::default() }, |_| {})
+            .err()
+            .expect("refused")
+            .to_string();
         assert!(err.contains("action set") && err.contains("untouchable"), "{err}");
     }
 }
