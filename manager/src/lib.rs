@@ -18,6 +18,7 @@
 //! - [`replay`]: the in-GPU replay and the in-RAM baseline.
 //! - [`trainer`]: the trainer thread, its rate limiter and its handle.
 //! - [`checkpoint`]: atomic save and restore of the learner and counters.
+//! - [`priority`]: the trainer thread's scheduling priority (the manager's one `unsafe`).
 //! - [`wal`]: the write-ahead log of accepted uploads; a restart rebuilds the replay
 //!   and the seen upload ids from it.
 //! - [`bench`]: the paper's Table 1 and Figure 3 in one run.
@@ -39,6 +40,7 @@
 
 pub mod bench;
 pub mod checkpoint;
+pub mod priority;
 pub mod replay;
 pub mod trainer;
 pub mod wal;

@@ -93,6 +93,10 @@ pub struct TrainerConfig {
     pub stats_every: u64,
     /// Training device: `auto` (CUDA when present), `cpu`, `cuda` or `cuda:N`.
     pub device: String,
+    /// The trainer thread's nice value, -20 (first) .. 19 (last); 0 leaves it as is.
+    /// -10 by default: the learner gets its core before request handling does
+    /// ([`crate::priority`]). Needs root or `CAP_SYS_NICE`; without, a note in the log.
+    pub nice: i32,
     /// libtorch's threads for CPU work (0: its default, one per core). 1 by default:
     /// this network's ops are too small to split well, and a second thread waiting at
     /// libtorch's barriers while a worker or the HTTP server holds the other core made a
@@ -113,6 +117,7 @@ impl Default for TrainerConfig {
             checkpoint_every_secs: 60.0,
             stats_every: 100,
             device: "auto".into(),
+            nice: -10,
             threads: 1,
         }
     }
@@ -128,6 +133,9 @@ impl TrainerConfig {
         }
         if self.queue_capacity() == 0 {
             bail!("[trainer] ingest_queue_transitions must be at least 1 (it bounds the queue when the rate limiter does not)");
+        }
+        if !(-20..=19).contains(&self.nice) {
+            bail!("[trainer] nice = {} must be in -20..=19 (lower runs first; 0 leaves the priority as is)", self.nice);
         }
         if !(self.checkpoint_every_secs.is_finite() && self.checkpoint_every_secs >= 0.0) {
             bail!("[trainer] checkpoint_every_secs = {} must be >= 0 (0: not by time)", self.checkpoint_every_secs);
@@ -539,7 +547,18 @@ pub fn spawn(
         inserted_since_start: 0,
         last_checkpoint: Instant::now(),
     };
+    let nice = trainer.cfg.nice;
     let thread = std::thread::Builder::new().name("shine-trainer".into()).spawn(move || {
+        if nice != 0 {
+            match crate::priority::set_current_thread_nice(nice) {
+                Ok(()) => tracing::debug!(nice, "trainer thread priority set"),
+                Err(e) => tracing::info!(
+                    nice,
+                    "could not set the trainer thread's priority ({e}; raising it needs root or CAP_SYS_NICE): \
+                     it runs at the default priority, and heavy request load may slow training"
+                ),
+            }
+        }
         let shared = trainer.shared.clone();
         let r = trainer.run();
         shared.stats.lock().expect("stats lock").running = false;
@@ -736,6 +755,7 @@ mod tests {
             checkpoint_every: 0,
             stats_every: 10,
             device: "cpu".into(),
+            nice: 0,
             threads: 1,
         };
         (t, ReplayConfig { capacity: 1000, update_size: 10, ..Default::default() }, DqnConfig { batch_size: 8, ..Default::default() })
