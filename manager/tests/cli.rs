@@ -15,6 +15,24 @@ fn manager() -> Command {
     c
 }
 
+/// A manager on 127.0.0.1:0 with token "t", logging warnings only; its `host:port`
+/// once it says it listens.
+fn serving(data_dir: &std::path::Path) -> (std::process::Child, String) {
+    let mut child = manager()
+        .args(["--listen", "127.0.0.1:0", "--device", "cpu", "--data-dir"])
+        .arg(data_dir)
+        .env("SHINE_TOKEN", "t")
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let addr = line.trim().strip_prefix("shine-manager listening on http://").unwrap_or_else(|| panic!("{line:?}")).to_string();
+    assert!(addr.starts_with("127.0.0.1:"), "{line:?}");
+    (child, addr)
+}
+
 #[test]
 fn help_explains_the_flags() {
     let out = manager().arg("--help").output().unwrap();
@@ -47,17 +65,7 @@ fn print_config_hides_the_token_and_applies_flags() {
 #[test]
 fn sigterm_stops_cleanly_with_a_final_checkpoint() {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = manager()
-        .args(["--listen", "127.0.0.1:0", "--device", "cpu", "--data-dir"])
-        .arg(dir.path())
-        .env("SHINE_TOKEN", "t")
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    assert!(line.starts_with("shine-manager listening on http://127.0.0.1:"), "{line:?}");
+    let (mut child, _) = serving(dir.path());
     let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
     assert!(status.success());
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -129,17 +137,7 @@ fn a_query_token_never_reaches_the_log_even_at_debug_level() {
 fn a_second_signal_quits_at_once_while_a_graceful_stop_waits() {
     use std::io::Write;
     let dir = tempfile::tempdir().unwrap();
-    let mut child = manager()
-        .args(["--listen", "127.0.0.1:0", "--device", "cpu", "--data-dir"])
-        .arg(dir.path())
-        .env("SHINE_TOKEN", "t")
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let addr = line.trim().rsplit("http://").next().unwrap().to_string();
+    let (mut child, addr) = serving(dir.path());
     // An upload whose body never finishes: a graceful stop waits for it.
     let mut slow = std::net::TcpStream::connect(&addr).unwrap();
     write!(
