@@ -66,7 +66,6 @@ async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Result<(A
     let data_dir = config.server.data_dir.clone();
     std::fs::create_dir_all(&data_dir).with_context(|| format!("creating the data directory {} ([server] data_dir, --data-dir)", data_dir.display()))?;
     let registry = Arc::new(Registry::open(&data_dir, config.registry.clone())?);
-    tracing::info!(?device, action_set = action_set.name(), "starting the trainer");
 
     let publish_to = registry.clone();
     let publish = move |m: trainer::Published| {
@@ -78,38 +77,17 @@ async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Result<(A
     // The write-ahead log: what was acknowledged before a stop or a crash goes back
     // into the replay, and its upload ids into the dedup window.
     let expect = trainer::wire_expect(&config.dqn, action_set);
-    let wal_dir = data_dir.join("wal");
-    let capacity = config.replay.capacity;
-    let wal_cfg = config.wal.clone();
-    let (recovered, wal) = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
-        if wal_cfg.durability == wal::Durability::Off {
-            return Ok((wal::Recovered::default(), wal::Wal::open(&wal_dir, &wal_cfg, capacity, &wal::Recovered::default())?));
-        }
-        tracing::info!(dir = %wal_dir.display(), "reading the write-ahead log");
-        let t = std::time::Instant::now();
-        let meta = wal::WalMeta::new(action_set.name(), expect);
-        let rec = wal::recover(&wal_dir, &meta, capacity, expect)?;
-        tracing::info!(
-            records = rec.records,
-            transitions = rec.transitions,
-            replay_rows = rec.rows.len() / shine_agent::experience::TRANSITION_FLOATS,
-            corrupt_skipped = rec.corrupt,
-            repeats_skipped = rec.repeats,
-            torn_bytes_cut = rec.torn_bytes,
-            secs = format!("{:.2}", t.elapsed().as_secs_f64()),
-            "replay rebuilt from the write-ahead log"
-        );
-        let wal = wal::Wal::open(&wal_dir, &wal_cfg, capacity, &rec)?;
-        Ok((rec, wal))
-    })
-    .await
-    .context("write-ahead log recovery panicked")??;
+    let (wal_dir, wal_cfg, capacity) = (data_dir.join("wal"), config.wal.clone(), config.replay.capacity);
+    let meta = wal::WalMeta::new(action_set.name(), expect);
+    let (recovered, wal) =
+        tokio::task::spawn_blocking(move || wal::start(&wal_dir, &wal_cfg, &meta, capacity, expect)).await.context("write-ahead log recovery panicked")??;
     let mut dedup = Dedup::new(config.server.dedup_window);
     for id in &recovered.upload_ids {
         dedup.insert(*id);
     }
     let restore = trainer::Restore { data_dir: data_dir.clone(), rows: recovered.rows, highest_published: registry.highest_version() };
 
+    tracing::info!(?device, action_set = action_set.name(), "starting the trainer");
     let (tc, rc, dc) = (config.trainer.clone(), config.replay.clone(), config.dqn.clone());
     // Restoring a checkpoint reads files and may initialise CUDA: blocking work.
     let handle =

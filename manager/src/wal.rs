@@ -319,6 +319,31 @@ pub fn recover(dir: &Path, meta: &WalMeta, capacity: usize, expect: Expect) -> a
     Ok(rec)
 }
 
+/// What a manager does at start: with a log, [`recover`] it (one line in the log says
+/// what was found) and open it for appending; with durability `off`, neither.
+pub fn start(dir: &Path, cfg: &WalConfig, meta: &WalMeta, capacity: usize, expect: Expect) -> anyhow::Result<(Recovered, Wal)> {
+    if cfg.durability == Durability::Off {
+        let none = Recovered::default();
+        let wal = Wal::open(dir, cfg, capacity, &none)?;
+        return Ok((none, wal));
+    }
+    tracing::info!(dir = %dir.display(), "reading the write-ahead log");
+    let t = std::time::Instant::now();
+    let rec = recover(dir, meta, capacity, expect)?;
+    tracing::info!(
+        records = rec.records,
+        transitions = rec.transitions,
+        replay_rows = rec.rows.len() / TRANSITION_FLOATS,
+        corrupt_skipped = rec.corrupt,
+        repeats_skipped = rec.repeats,
+        torn_bytes_cut = rec.torn_bytes,
+        secs = format!("{:.2}", t.elapsed().as_secs_f64()),
+        "replay rebuilt from the write-ahead log"
+    );
+    let wal = Wal::open(dir, cfg, capacity, &rec)?;
+    Ok((rec, wal))
+}
+
 /// One append waiting for the writer.
 struct Append {
     bytes: axum::body::Bytes,
