@@ -482,9 +482,11 @@ pub fn spawn(
             (c, learner.model_file(&meta)?)
         }
     };
-    // Models were published after the checkpoint (or without one) and then lost with a
-    // crash: the weights in hand get a number above all of them, never a used one.
-    let (counters, model_file) = if highest_published >= counters.model_version && !(checkpointed && highest_published == counters.model_version) {
+    // The number in hand already names other weights when models were published after
+    // the checkpoint and lost with a crash (or, with no checkpoint, when any model was
+    // published here): the weights in hand get a number above all of them.
+    let taken = if checkpointed { highest_published > counters.model_version } else { highest_published > 0 };
+    let (counters, model_file) = if taken {
         let version = highest_published + 1;
         tracing::warn!(
             checkpoint_version = counters.model_version,
