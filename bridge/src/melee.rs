@@ -1,6 +1,10 @@
 //! Melee's own identifiers that Shine uses: action states (the numbering of libmelee's
-//! `Action` enum, NTSC 1.02) and character ids. The simulator writes these ids so the
-//! state vector means the same thing for the simulator and for Dolphin.
+//! `Action` enum and of the decompilation's motion states, NTSC 1.02) and characters
+//! ([`characters`]). The simulator writes these ids so the state vector means the same
+//! thing for the simulator and for Dolphin.
+
+pub mod characters;
+pub use characters::Character;
 
 /// Action-state ids (fighter +0x70).
 pub mod action {
@@ -84,12 +88,22 @@ pub mod action {
     pub const ENTRY: u32 = 0x142;
     pub const ENTRY_START: u32 = 0x143;
     pub const ENTRY_END: u32 = 0x144;
-    /// Fox's reflector ("shine"), grounded: start, hold, hit, turn, end.
+    /// First of the character-specific action states (the decompilation's
+    /// `ftCo_MS_Count`, 341); the ids from here on mean different things per character.
+    pub const FIRST_SPECIAL: u32 = 0x155;
+    /// Fox's reflector ("shine"), the decompilation's `ftFx_MS_SpecialLw*` (libmelee
+    /// `DOWN_B_*`): on the ground start, loop (held), hit (reflecting), end, turn; in
+    /// the air the same five.
     pub const DOWN_B_GROUND_START: u32 = 0x168;
     pub const DOWN_B_GROUND: u32 = 0x169;
     pub const DOWN_B_STUN: u32 = 0x16A;
-    pub const DOWN_B_AIR: u32 = 0x16B;
-    pub const DOWN_B_GROUND_END: u32 = 0x16D;
+    pub const DOWN_B_GROUND_END: u32 = 0x16B;
+    pub const DOWN_B_GROUND_TURN: u32 = 0x16C;
+    pub const DOWN_B_AIR_START: u32 = 0x16D;
+    pub const DOWN_B_AIR: u32 = 0x16E;
+    pub const DOWN_B_AIR_STUN: u32 = 0x16F;
+    pub const DOWN_B_AIR_END: u32 = 0x170;
+    pub const DOWN_B_AIR_TURN: u32 = 0x171;
     /// The state vector divides the action state by this (reference, section 1).
     pub const NORMALISER: f32 = 382.0;
 
@@ -97,18 +111,6 @@ pub mod action {
     pub fn is_dead(a: u32) -> bool {
         a <= DEAD_LAST
     }
-}
-
-/// Character ids on the character-select screen (static block +0x04).
-pub mod character {
-    pub const FOX: u32 = 0x02;
-    pub const MARTH: u32 = 0x09;
-}
-
-/// Internal character ids (fighter +0x64).
-pub mod internal_character {
-    pub const FOX: u32 = 0x01;
-    pub const MARTH: u32 = 0x12;
 }
 
 /// A short human name for an action state, for logs and the dashboard.
@@ -153,7 +155,7 @@ pub fn action_name(a: u32) -> &'static str {
         SPOTDODGE => "SpotDodge",
         AIRDODGE => "AirDodge",
         ENTRY..=ENTRY_END => "Entry",
-        DOWN_B_GROUND_START..=DOWN_B_GROUND_END => "Shine",
+        DOWN_B_GROUND_START..=DOWN_B_AIR_TURN => "Shine",
         _ => "Other",
     }
 }

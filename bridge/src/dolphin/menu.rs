@@ -1,69 +1,33 @@
 //! Getting a real Melee (NTSC 1.02) from wherever it is into a fresh match: the
-//! decision logic only, one pad per frame from what RAM says, so it is unit-tested on
-//! synthetic RAM images and [`super::Dolphin`] just applies it.
+//! decision logic only, one pad per driven port per frame from what RAM says, so it is
+//! unit-tested on synthetic RAM images and [`super::Dolphin`] just applies it. The RAM
+//! layout and the screen geometry are [`super::css`]; the characters' ids are
+//! [`crate::melee::characters`].
 //!
-//! The scene byte says where we are (reference, section 2: major scene at 0x80479D30,
-//! 2 = versus mode; the "menu" byte 0x80479D33: 0 character select, 1 stage select,
-//! 2 in game, 4 post-game). On character select, cursor positions come from RAM and
-//! the pad steers toward a target, the way libmelee's menu helper does:
-//! 1. the opponent's port is switched to CPU (its HMN/CPU toggle),
-//! 2. the CPU's level is set on its slider (open loop: the level is not read back),
-//! 3. the CPU's token is carried to its character (default Marth),
-//! 4. the bot's token goes to its character (default Fox),
-//! 5. START; on stage select, the cursor goes to the stage (Final Destination), A.
+//! Two hands, each on its own port's pipe, as in the references (libmelee's
+//! `menuhelper.py`, the paper's `cpu.py`):
+//! - the bot's hand puts its coin on the bot's character (default Fox);
+//! - the CPU port's hand puts its coin on the CPU's character (default Marth), then
+//!   switches its own port to CPU on its HMN/CPU toggle, then grabs the level slider,
+//!   drags it until the level byte reads the level asked, and lets go;
+//! - with everything read back from RAM as set, the bot's hand presses START once the
+//!   "ready to fight" banner is shown; on stage select it picks Final Destination.
 //!
-//! In a match that is not fresh (we already played in it), it quits with START, then
-//! L + R + A + START held. On the post-game screens it taps START back to character
-//! select.
+//! Every decision is taken again each frame from RAM (closed loop): a press that the
+//! game missed is simply repeated. A played match is quit by pressing L+R+A+START and
+//! releasing them, again and again, until the scene changes (the paper's way: the first
+//! press pauses, the next quits). The title screen gets START and the main menu is
+//! walked to VS mode (libmelee's `choose_versus_mode`). The results screens get START.
 //!
-//! **Unverified here**: there is no Melee image on the machines this was written on.
-//! The addresses and screen geometry in [`css`] come from libmelee's `Locations.txt`
-//! and `menuhelper.py` (public); the logic is tested on synthetic RAM only.
+//! Each step has a budget of frames ([`Task::budget`]); a step that outlives it is an
+//! error that names the step, what RAM said, and what to check.
 
-use crate::melee::{action, character};
+use super::css::{self, scene, Coin, PortView, SlotType};
+use crate::melee::action;
+use crate::melee::characters::{self, describe, Character};
 use crate::pad::{Button, Pad};
-use crate::ram::{addr, is_mem1_pointer, RamError, RamView};
-
-/// Character-select and stage-select addresses and geometry (libmelee; unverified here).
-pub mod css {
-    /// Cursor x (f32) of port 0's hand on the CSS; y is 4 bytes later; ports are
-    /// [`CURSOR_STRIDE`] apart, *downwards* (port 1 at 0x8111826C).
-    pub const CURSOR_X: u32 = 0x8111_8DEC;
-    pub const CURSOR_STRIDE: u32 = 0xB80;
-    /// Per-port CSS slot, 0x24 bytes each: +0 slot type (0 human, 1 CPU, 3 none),
-    /// +2 the character on the slot (CSS id, as in [`crate::melee::character`]).
-    pub const SLOT: u32 = 0x803F_0E08;
-    pub const SLOT_STRIDE: u32 = 0x24;
-    pub const SLOT_TYPE: u32 = 0x0;
-    pub const SLOT_CHARACTER: u32 = 0x2;
-    pub const TYPE_CPU: u8 = 1;
-    /// Pointer to each port's token state; token "down" (placed) when the byte at +2 is 2.
-    pub const TOKEN_PTR: u32 = 0x804A_0BC0;
-    pub const TOKEN_DOWN: u8 = 2;
-    /// Stage-select cursor: follow 0x80BDA810, add 0x28, follow, then +0x38 x / +0x3C y.
-    pub const SSS_PTR: u32 = 0x80BD_A810;
-    /// How close (in CSS units) the hand must be to a target.
-    pub const WIGGLE: f32 = 1.5;
-    /// x of each port's HMN/CPU toggle, at y = -2.2.
-    pub const TOGGLE_X: [f32; 4] = [-31.5, -16.5, -1.0, 14.0];
-    pub const TOGGLE_Y: f32 = -2.2;
-    /// Where a CPU's token rests on its port's panel after the toggle, and the CPU-level
-    /// slider under it (level 1 at the left end, 9 at the right end).
-    pub const TOKEN_REST_Y: f32 = -9.0;
-    pub const SLIDER_Y: f32 = -14.5;
-    pub const SLIDER_HALF_WIDTH: f32 = 5.5;
-    /// Final Destination on the stage-select screen.
-    pub const FINAL_DESTINATION: (f32, f32) = (6.7, -9.0);
-}
-
-/// Scene values.
-pub mod scene {
-    pub const MAJOR_VS: u8 = 0x02;
-    pub const CSS: u8 = 0;
-    pub const STAGE_SELECT: u8 = 1;
-    pub const IN_GAME: u8 = 2;
-    pub const POSTGAME: u8 = 4;
-}
+use crate::ram::{RamError, RamView};
+use thiserror::Error;
 
 /// What the match should be.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -71,9 +35,8 @@ pub struct MenuGoal {
     pub agent_port: usize,
     pub opponent_port: usize,
     pub cpu_level: u8,
-    /// CSS ids ([`crate::melee::character`]).
-    pub agent_character: u32,
-    pub cpu_character: u32,
+    pub agent_character: Character,
+    pub cpu_character: Character,
     /// Stage cursor target on the stage-select screen.
     pub stage: (f32, f32),
 }
@@ -84,284 +47,418 @@ impl Default for MenuGoal {
             agent_port: 1,
             opponent_port: 0,
             cpu_level: 9,
-            agent_character: character::FOX,
-            cpu_character: character::MARTH,
+            agent_character: characters::FOX,
+            cpu_character: characters::MARTH,
             stage: css::FINAL_DESTINATION,
         }
+    }
+}
+
+/// One frame's pads: the bot's port and the CPU's port, each on its own pipe.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pads {
+    pub agent: Pad,
+    pub cpu: Pad,
+}
+
+impl Pads {
+    pub const NEUTRAL: Pads = Pads { agent: Pad::NEUTRAL, cpu: Pad::NEUTRAL };
+    fn agent(agent: Pad) -> Pads {
+        Pads { agent, cpu: Pad::NEUTRAL }
+    }
+}
+
+/// The menu steps, in the order a fresh start meets them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Task {
+    /// A scene the navigator does not act on (boot, memory-card prompt, loading).
+    WaitingForMenus,
+    TitleScreen,
+    MainMenu,
+    QuitMatch,
+    Results,
+    AgentCoin,
+    CpuCoin,
+    CpuToggle,
+    CpuLevel,
+    Start,
+    StageSelect,
+    MatchStart,
+}
+
+impl Task {
+    pub fn what(self) -> &'static str {
+        match self {
+            Task::WaitingForMenus => "waiting for the title screen or a menu",
+            Task::TitleScreen => "title screen: pressing START",
+            Task::MainMenu => "main menu: choosing VS mode, then Melee",
+            Task::QuitMatch => "quitting the played match (L+R+A+START, pressed and released until it quits)",
+            Task::Results => "results screens: START back to character select",
+            Task::AgentCoin => "character select: the bot's hand placing its coin",
+            Task::CpuCoin => "character select: the CPU port's hand placing its coin",
+            Task::CpuToggle => "character select: the CPU port's hand switching its port to CPU",
+            Task::CpuLevel => "character select: the CPU port's hand setting the level slider",
+            Task::Start => "character select: START once the ready banner shows",
+            Task::StageSelect => "stage select: moving to the stage, A",
+            Task::MatchStart => "waiting for both fighters to enter the match",
+        }
+    }
+
+    /// What to check when this step gets stuck.
+    pub fn check(self) -> &'static str {
+        match self {
+            Task::WaitingForMenus => "the image must be Melee NTSC 1.02 with the user folder's boot-to-character-select code (GameSettings/GALE01.ini); the scene byte is 0x80479D30",
+            Task::TitleScreen => "START must reach the game: Config/GCPadNew.ini maps the bot's port to its pipe, and Dolphin.ini gives that port a standard controller (SIDevice = 6)",
+            Task::MainMenu => "the submenu byte 0x804A04F0 and the selection byte 0x804A04F3 (VS mode is item 1 of submenu 0, Melee item 0 of submenu 2)",
+            Task::QuitMatch => "pause must be on in the match rules (the quit needs it); the pad reaches the game (doctor's pipe check)",
+            Task::Results => "START must reach the game on the bot's port",
+            Task::AgentCoin | Task::CpuCoin => {
+                "the hand pointer 0x804A0BC0 + 4 per port (coin state at +5, x/y at +0x0C/+0x10), the slot byte 0x803F0E0A + 0x24 per port (icon order), and the icon grid in characters.rs; all characters must be unlocked"
+            }
+            Task::CpuToggle => "the slot type byte 0x803F0E08 + 0x24 per port (0 human, 1 CPU) and the HMN/CPU toggle position in css.rs; the CPU port needs its own pipe",
+            Task::CpuLevel => "the level byte 0x8048082F + 0x24 per port, the holding-slider byte 0x803F0E0E + 0x24 per port, and the slider position in css.rs",
+            Task::Start => "the ready banner byte 0x804D6CF2 (0 = shown) and every coin placed",
+            Task::StageSelect => "the stage cursor chain *(*(*(0x804D7820)+0x10)+0x28)+0x38/+0x3C and Final Destination's position in css.rs",
+            Task::MatchStart => "the fighter pointers at the static player blocks (+0xB0) and the action state (+0x70)",
+        }
+    }
+
+    /// Frames this step may take before it is called stuck (60 a second).
+    pub fn budget(self) -> u64 {
+        match self {
+            Task::WaitingForMenus => 60 * 60,
+            Task::Results | Task::MatchStart => 60 * 30,
+            _ => 60 * 20,
+        }
+    }
+}
+
+impl std::fmt::Display for Task {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.what())
     }
 }
 
 /// One frame's decision.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum MenuStep {
-    /// Hold this pad for one frame, then ask again.
-    Press(Pad, &'static str),
-    /// A fresh match is running: hand over to the bot.
+    /// Hold these pads for one frame, then ask again.
+    Press(Pads, Task),
+    /// A fresh match runs with the characters asked: hand over to the bot.
     Done,
 }
 
-/// Where the screen is, as far as the navigator cares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Screen {
-    CharacterSelect,
-    StageSelect,
-    InGame,
-    PostGame,
-    /// Not versus mode (title, main menu, a loading scene): wait.
-    Other {
-        major: u8,
-        minor: u8,
-    },
+#[derive(Debug, Error)]
+pub enum MenuError {
+    #[error("reading Melee's RAM: {0}")]
+    Ram(#[from] RamError),
+    #[error("menu step \"{task}\" made no progress in {frames} frames. RAM said: {ram}. Check {}", task.check())]
+    Stuck { task: Task, frames: u64, ram: String },
+    #[error(
+        "the match started with the wrong characters: the bot's port plays {agent}, the CPU's plays {cpu} (fighter +0x64); wanted {want_agent} and {want_cpu}. Check the icon grid in characters.rs against your disc (all characters must be unlocked)"
+    )]
+    WrongCharacters { agent: String, cpu: String, want_agent: Character, want_cpu: Character },
 }
 
-pub fn screen(ram: RamView) -> Result<Screen, RamError> {
-    let major = ram.u8(addr::SCENE)?;
-    let minor = ram.menu()?;
-    Ok(match (major, minor) {
-        (scene::MAJOR_VS, scene::CSS) => Screen::CharacterSelect,
-        (scene::MAJOR_VS, scene::STAGE_SELECT) => Screen::StageSelect,
-        (scene::MAJOR_VS, scene::IN_GAME) => Screen::InGame,
-        (scene::MAJOR_VS, scene::POSTGAME) => Screen::PostGame,
-        _ => Screen::Other { major, minor },
-    })
-}
-
-fn cursor(ram: RamView, port: usize) -> Result<(f32, f32), RamError> {
-    let x = css::CURSOR_X.wrapping_sub(css::CURSOR_STRIDE * port as u32);
-    Ok((ram.f32(x)?, ram.f32(x + 4)?))
-}
-fn slot(port: usize, field: u32) -> u32 {
-    css::SLOT + css::SLOT_STRIDE * port as u32 + field
-}
-fn token_down(ram: RamView, port: usize) -> Result<bool, RamError> {
-    let p = ram.u32(css::TOKEN_PTR + 4 * port as u32)?;
-    Ok(is_mem1_pointer(p) && ram.u8(p + 2)? == css::TOKEN_DOWN)
-}
-fn stage_cursor(ram: RamView) -> Result<Option<(f32, f32)>, RamError> {
-    let p1 = ram.u32(css::SSS_PTR)?;
-    if !is_mem1_pointer(p1) {
-        return Ok(None);
+/// A one-line account of what RAM says, for errors and `doctor`.
+pub fn describe_ram(ram: RamView, goal: &MenuGoal) -> String {
+    let (major, minor) = match css::scene(ram) {
+        Ok(s) => s,
+        Err(e) => return format!("unreadable ({e})"),
+    };
+    let mut out = format!("scene {major}/{minor}");
+    let port_line = |name: &str, p: usize| -> String {
+        match css::port(ram, p) {
+            Ok(v) => {
+                let hand = v.hand.map_or("no hand".to_string(), |(x, y)| format!("hand ({x:.1}, {y:.1})"));
+                format!(
+                    "; {name} port {p}: {hand}, coin {:?}, slot {:?}, icon {:#04x} ({}), CPU level {}{}",
+                    v.coin,
+                    v.slot,
+                    v.icon,
+                    describe(Character::by_icon(v.icon), u32::from(v.icon)),
+                    v.cpu_level,
+                    if v.holding_slider { ", holding the slider" } else { "" }
+                )
+            }
+            Err(e) => format!("; {name} port {p}: unreadable ({e})"),
+        }
+    };
+    match (major, minor) {
+        (scene::MAJOR_MAIN_MENU, _) => {
+            let b = |a| ram.u8(a).map_or("?".to_string(), |v| v.to_string());
+            out += &format!("; submenu {}, selection {}", b(css::main_menu::SUBMENU), b(css::main_menu::SELECTION));
+        }
+        (scene::MAJOR_VS, scene::CSS) => {
+            out += &port_line("bot", goal.agent_port);
+            out += &port_line("CPU", goal.opponent_port);
+            out += &format!("; ready banner {}", ram.u8(css::READY_BANNER).map_or("?".to_string(), |v| v.to_string()));
+        }
+        (scene::MAJOR_VS, scene::STAGE_SELECT) => {
+            out += &match css::stage_cursor(ram) {
+                Ok(Some((x, y))) => format!("; stage cursor ({x:.1}, {y:.1})"),
+                Ok(None) => "; no stage cursor".to_string(),
+                Err(e) => format!("; stage cursor unreadable ({e})"),
+            };
+        }
+        (scene::MAJOR_VS, scene::IN_GAME | scene::SUDDEN_DEATH) => {
+            for (name, p) in [("bot", goal.agent_port), ("CPU", goal.opponent_port)] {
+                out += &match ram.player(p).and_then(|pl| pl.fighter()) {
+                    Ok(Some(f)) => {
+                        let id = f.internal_character().unwrap_or(u32::MAX);
+                        format!(
+                            "; {name} port {p}: {} (internal {id:#04x}), action {:#x}",
+                            describe(Character::by_internal(id), id),
+                            f.action_state().unwrap_or(u32::MAX)
+                        )
+                    }
+                    _ => format!("; {name} port {p}: no fighter"),
+                };
+            }
+        }
+        _ => {}
     }
-    let p2 = ram.u32(p1 + 0x28)?;
-    if !is_mem1_pointer(p2) {
-        return Ok(None);
-    }
-    Ok(Some((ram.f32(p2 + 0x38)?, ram.f32(p2 + 0x3C)?)))
+    out
 }
 
-/// The CSS icon centre of a character (libmelee's grid: 9 per row, the random slot
-/// shifting the bottom row one place).
-pub fn icon(css_id: u32) -> (f32, f32) {
-    let (row, mut col) = (css_id / 9, css_id % 9);
-    if row == 2 {
-        col += 1;
-    }
-    let row = 2u32.saturating_sub(row);
-    (-32.5 + 3.5 + col as f32 * 7.0, 1.0 + 3.5 + row as f32 * 7.0)
-}
-
-/// The slider position for a CPU level on `port`'s panel.
-pub fn slider(port: usize, level: u8) -> (f32, f32) {
-    let centre = css::TOGGLE_X[port.min(3)] + 7.0;
-    let t = (level.clamp(1, 9) - 1) as f32 / 8.0;
-    (centre - css::SLIDER_HALF_WIDTH + t * 2.0 * css::SLIDER_HALF_WIDTH, css::SLIDER_Y)
-}
-
-/// Steer the hand at `at` toward `target`: a stick push, or `None` once there.
-fn steer(at: (f32, f32), target: (f32, f32)) -> Option<Pad> {
-    let w = css::WIGGLE;
-    if at.1 < target.1 - w {
-        Some(Pad::NEUTRAL.with_main(0.5, 1.0))
-    } else if at.1 > target.1 + w {
-        Some(Pad::NEUTRAL.with_main(0.5, 0.0))
-    } else if at.0 < target.0 - w {
-        Some(Pad::NEUTRAL.with_main(1.0, 0.5))
-    } else if at.0 > target.0 + w {
-        Some(Pad::NEUTRAL.with_main(0.0, 0.5))
-    } else {
-        None
-    }
-}
-
-/// The CSS sub-steps that are not read back from RAM.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-enum CssMemo {
-    #[default]
-    Start,
-    LevelSet,
-    CarryingCpuToken,
-}
-
-/// Decides one pad per frame until a fresh match runs. Keep one per `reset`.
+/// Decides the pads of each frame until a fresh match runs. Keep one per `reset`.
 #[derive(Debug, Clone)]
 pub struct Navigator {
     goal: MenuGoal,
     /// We played in the match on screen: it must be quit, not reused.
     quit_current: bool,
-    /// Frames since the navigator started (alternating presses, waits).
+    /// Frames since the navigator started (taps alternate press and release on it).
     t: u64,
-    /// Frames spent on the current screen.
-    on_screen: u64,
-    last_screen: Option<Screen>,
-    memo: CssMemo,
+    /// The step of the last frame, and for how many frames it has been the step.
+    task: Option<Task>,
+    on_task: u64,
 }
 
 impl Navigator {
     pub fn new(goal: MenuGoal, quit_current: bool) -> Self {
-        Navigator { goal, quit_current, t: 0, on_screen: 0, last_screen: None, memo: CssMemo::Start }
+        Navigator { goal, quit_current, t: 0, task: None, on_task: 0 }
     }
 
-    /// Tap a button: pressed on even frames, released on odd ones, because menus act
-    /// on the press, not on the hold.
-    fn tap(&self, b: Button, why: &'static str) -> MenuStep {
-        let pad = if self.t.is_multiple_of(2) { Pad::NEUTRAL.with(b) } else { Pad::NEUTRAL };
-        MenuStep::Press(pad, why)
+    pub fn goal(&self) -> &MenuGoal {
+        &self.goal
     }
 
-    pub fn next(&mut self, ram: RamView) -> Result<MenuStep, RamError> {
-        let s = screen(ram)?;
-        if self.last_screen != Some(s) {
-            self.on_screen = 0;
-            if self.last_screen.is_some() && s == Screen::CharacterSelect {
-                self.memo = CssMemo::Start;
-            }
-            self.last_screen = Some(s);
+    /// Press on even frames, release on odd ones: menus act on the press.
+    fn tap(&self, pad: Pad) -> Pad {
+        if self.t.is_multiple_of(2) {
+            pad
+        } else {
+            Pad::NEUTRAL
         }
-        let step = match s {
-            Screen::InGame => self.in_game(ram)?,
-            Screen::PostGame => self.tap(Button::Start, "post-game: START back to character select"),
-            Screen::StageSelect => self.stage_select(ram)?,
-            Screen::CharacterSelect => {
+    }
+
+    pub fn next(&mut self, ram: RamView) -> Result<MenuStep, MenuError> {
+        let (major, minor) = css::scene(ram)?;
+        let step = match (major, minor) {
+            (scene::MAJOR_TITLE, _) => MenuStep::Press(Pads::agent(self.tap(Pad::NEUTRAL.with(Button::Start))), Task::TitleScreen),
+            (scene::MAJOR_MAIN_MENU, _) => self.main_menu(ram)?,
+            (scene::MAJOR_VS, scene::CSS) => {
                 self.quit_current = false; // whatever was on screen is gone
                 self.character_select(ram)?
             }
-            Screen::Other { .. } => MenuStep::Press(Pad::NEUTRAL, "waiting for versus mode"),
+            (scene::MAJOR_VS, scene::STAGE_SELECT) => self.stage_select(ram)?,
+            (scene::MAJOR_VS, scene::IN_GAME | scene::SUDDEN_DEATH) => self.in_game(ram)?,
+            (scene::MAJOR_VS, scene::POSTGAME) => MenuStep::Press(Pads::agent(self.tap(Pad::NEUTRAL.with(Button::Start))), Task::Results),
+            _ => MenuStep::Press(Pads::NEUTRAL, Task::WaitingForMenus),
         };
+        if let MenuStep::Press(_, task) = step {
+            if self.task == Some(task) {
+                self.on_task += 1;
+                if self.on_task > task.budget() {
+                    return Err(MenuError::Stuck { task, frames: self.on_task, ram: describe_ram(ram, &self.goal) });
+                }
+            } else {
+                (self.task, self.on_task) = (Some(task), 0);
+            }
+        }
         self.t += 1;
-        self.on_screen += 1;
         Ok(step)
     }
 
-    fn in_game(&mut self, ram: RamView) -> Result<MenuStep, RamError> {
+    /// libmelee's `choose_versus_mode`: release every other frame; on the top menu go
+    /// down to VS mode and press A, in the VS submenu to Melee and press A, elsewhere B.
+    fn main_menu(&self, ram: RamView) -> Result<MenuStep, MenuError> {
+        use css::main_menu::*;
+        let pad = if !self.t.is_multiple_of(2) {
+            Pad::NEUTRAL
+        } else {
+            let (sub, sel) = (ram.u8(SUBMENU)?, ram.u8(SELECTION)?);
+            match sub {
+                TOP if sel == TOP_VS_MODE => Pad::NEUTRAL.with(Button::A),
+                VS if sel == VS_MELEE => Pad::NEUTRAL.with(Button::A),
+                TOP | VS => Pad::NEUTRAL.with_main(0.5, 0.0),
+                _ => Pad::NEUTRAL.with(Button::B),
+            }
+        };
+        Ok(MenuStep::Press(Pads::agent(pad), Task::MainMenu))
+    }
+
+    fn in_game(&mut self, ram: RamView) -> Result<MenuStep, MenuError> {
         if self.quit_current {
-            // Pause first, then hold the quit combination.
-            let pad = match self.on_screen {
-                0 => Pad::NEUTRAL.with(Button::Start),
-                1 => Pad::NEUTRAL,
-                _ => Pad::NEUTRAL.with(Button::L).with(Button::R).with(Button::A).with(Button::Start).with_l(1.0),
-            };
-            return Ok(MenuStep::Press(pad, "quitting the finished match (L+R+A+START)"));
+            // The paper's quit: all four pressed, then all released, over and over. The
+            // first press pauses (a press the game misses costs one more round); a press
+            // while paused quits.
+            let quit = Pad::NEUTRAL.with(Button::L).with(Button::R).with(Button::A).with(Button::Start).with_l(1.0);
+            return Ok(MenuStep::Press(Pads::agent(self.tap(quit)), Task::QuitMatch));
         }
         // Fresh when both fighters exist and the bot is past the entry animation.
-        let fighters = [self.goal.agent_port, self.goal.opponent_port].map(|p| ram.player(p).and_then(|pl| pl.fighter()));
-        if let [Ok(Some(me)), Ok(Some(_))] = fighters {
+        let g = self.goal;
+        let fighters = [g.agent_port, g.opponent_port].map(|p| ram.player(p).and_then(|pl| pl.fighter()));
+        if let [Ok(Some(me)), Ok(Some(cpu))] = fighters {
             let a = me.action_state()?;
             if !(action::ENTRY..=action::ENTRY_END).contains(&a) {
+                let (mine, theirs) = (me.internal_character()?, cpu.internal_character()?);
+                if mine != u32::from(g.agent_character.internal) || theirs != u32::from(g.cpu_character.internal) {
+                    return Err(MenuError::WrongCharacters {
+                        agent: describe(Character::by_internal(mine), mine),
+                        cpu: describe(Character::by_internal(theirs), theirs),
+                        want_agent: g.agent_character,
+                        want_cpu: g.cpu_character,
+                    });
+                }
                 return Ok(MenuStep::Done);
             }
         }
-        Ok(MenuStep::Press(Pad::NEUTRAL, "waiting for the match to start"))
+        Ok(MenuStep::Press(Pads::NEUTRAL, Task::MatchStart))
     }
 
-    fn stage_select(&mut self, ram: RamView) -> Result<MenuStep, RamError> {
-        // The screen ignores input while it fades in.
-        if self.on_screen < 20 {
-            return Ok(MenuStep::Press(Pad::NEUTRAL, "stage select: fading in"));
+    fn stage_select(&self, ram: RamView) -> Result<MenuStep, MenuError> {
+        // The screen ignores input while it fades in (libmelee waits 20 frames).
+        let Some(at) = css::stage_cursor(ram)?.filter(|_| self.on_screen_frames(Task::StageSelect) >= 20) else {
+            return Ok(MenuStep::Press(Pads::NEUTRAL, Task::StageSelect));
+        };
+        let pad = match steer(at, self.goal.stage, css::WIGGLE) {
+            Some(pad) => pad,
+            None => self.tap(Pad::NEUTRAL.with(Button::A)),
+        };
+        Ok(MenuStep::Press(Pads::agent(pad), Task::StageSelect))
+    }
+
+    /// Frames the navigator has spent on `task` so far (0 when it is a new one).
+    fn on_screen_frames(&self, task: Task) -> u64 {
+        if self.task == Some(task) {
+            self.on_task + 1
+        } else {
+            0
         }
-        let Some(at) = stage_cursor(ram)? else { return Ok(MenuStep::Press(Pad::NEUTRAL, "stage select: no cursor yet")) };
-        Ok(match steer(at, self.goal.stage) {
-            Some(pad) => MenuStep::Press(pad, "stage select: moving to the stage"),
-            None => self.tap(Button::A, "stage select: picking the stage"),
+    }
+
+    fn character_select(&self, ram: RamView) -> Result<MenuStep, MenuError> {
+        let g = self.goal;
+        let me = css::port(ram, g.agent_port)?;
+        let cpu = css::port(ram, g.opponent_port)?;
+        // Each hand works on its own; the step reported is the first one not done.
+        let agent = self.place_coin(me, g.agent_character).map(|p| (p, Task::AgentCoin));
+        let cpu_step = self.place_coin(cpu, g.cpu_character).map(|p| (p, Task::CpuCoin)).or_else(|| self.set_up_cpu(cpu, g.opponent_port, g.cpu_level));
+        let pads = Pads { agent: agent.map_or(Pad::NEUTRAL, |a| a.0), cpu: cpu_step.map_or(Pad::NEUTRAL, |c| c.0) };
+        Ok(match (agent, cpu_step) {
+            (Some((_, task)), _) | (None, Some((_, task))) => MenuStep::Press(pads, task),
+            (None, None) => {
+                let ready = ram.u8(css::READY_BANNER)? == css::READY_SHOWN;
+                let start = if ready { self.tap(Pad::NEUTRAL.with(Button::Start)) } else { Pad::NEUTRAL };
+                MenuStep::Press(Pads::agent(start), Task::Start)
+            }
         })
     }
 
-    fn character_select(&mut self, ram: RamView) -> Result<MenuStep, RamError> {
-        let g = self.goal;
-        let me = g.agent_port;
-        let at = cursor(ram, me)?;
-        let go = |target: (f32, f32), why: &'static str, nav: &Self| -> MenuStep {
-            match steer(at, target) {
-                Some(pad) => MenuStep::Press(pad, why),
-                None => nav.tap(Button::A, why),
-            }
-        };
-        // 1. Opponent port to CPU.
-        if ram.u8(slot(g.opponent_port, css::SLOT_TYPE))? != css::TYPE_CPU {
-            return Ok(go((css::TOGGLE_X[g.opponent_port.min(3)], css::TOGGLE_Y), "CSS: switching the opponent's port to CPU", self));
+    /// The pad that brings `hand`'s coin onto `who`, or `None` once it is there.
+    fn place_coin(&self, v: PortView, who: Character) -> Option<Pad> {
+        if v.icon == who.icon && coin_down(&v) {
+            return None;
         }
-        // 2. Its level (open loop: pressed once on the slider, then trusted).
-        if self.memo == CssMemo::Start {
-            let target = slider(g.opponent_port, g.cpu_level);
-            return Ok(match steer(at, target) {
-                Some(pad) => MenuStep::Press(pad, "CSS: moving to the CPU level slider"),
-                None => {
-                    self.memo = CssMemo::LevelSet;
-                    MenuStep::Press(Pad::NEUTRAL.with(Button::A), "CSS: setting the CPU level")
-                }
-            });
-        }
-        // 3. The CPU's character: pick up its token, drop it on the icon.
-        if u32::from(ram.u8(slot(g.opponent_port, css::SLOT_CHARACTER))?) != g.cpu_character {
-            if self.memo != CssMemo::CarryingCpuToken {
-                let rest = (css::TOGGLE_X[g.opponent_port.min(3)] + 7.0, css::TOKEN_REST_Y);
-                return Ok(match steer(at, rest) {
-                    Some(pad) => MenuStep::Press(pad, "CSS: going to the CPU's token"),
-                    None => {
-                        self.memo = CssMemo::CarryingCpuToken;
-                        MenuStep::Press(Pad::NEUTRAL.with(Button::A), "CSS: picking up the CPU's token")
-                    }
-                });
-            }
-            return Ok(match steer(at, icon(g.cpu_character)) {
-                Some(pad) => MenuStep::Press(pad, "CSS: carrying the CPU's token"),
-                None => {
-                    // Dropped; if the character did not take, pick the token up again.
-                    self.memo = CssMemo::LevelSet;
-                    MenuStep::Press(Pad::NEUTRAL.with(Button::A), "CSS: placing the CPU's token")
-                }
-            });
-        }
-        // 4. The bot's character: over the icon with the wrong one (or none) placed,
-        // B takes the token back first (libmelee's trick); then A.
-        let mine = u32::from(ram.u8(slot(me, css::SLOT_CHARACTER))?);
-        let down = token_down(ram, me)?;
-        if mine != g.agent_character || !down {
-            if steer(at, icon(g.agent_character)).is_none() && down && mine != g.agent_character {
-                return Ok(self.tap(Button::B, "CSS: taking back the bot's token"));
-            }
-            return Ok(go(icon(g.agent_character), "CSS: picking the bot's character", self));
-        }
-        // 5. Everything is set.
-        Ok(self.tap(Button::Start, "CSS: starting"))
+        let Some(at) = v.hand else { return Some(Pad::NEUTRAL) }; // not on screen yet
+        let target = who.icon_centre();
+        Some(match steer(at, target, css::WIGGLE) {
+            Some(pad) => pad,
+            // Over the icon with the coin in hand: A puts it down. With the coin down
+            // elsewhere (or no coin), B calls it back first (libmelee's way; B is only
+            // tapped, since held it leaves the screen).
+            None if v.coin == Coin::InHand => self.tap(Pad::NEUTRAL.with(Button::A)),
+            None => self.tap(Pad::NEUTRAL.with(Button::B)),
+        })
     }
+
+    /// The CPU port's own hand: its port to CPU, then the level, read back each frame.
+    fn set_up_cpu(&self, v: PortView, port: usize, level: u8) -> Option<(Pad, Task)> {
+        let at = v.hand?;
+        if v.slot != SlotType::Cpu {
+            let pad = steer(at, css::toggle(port), css::WIGGLE_FINE).unwrap_or_else(|| self.tap(Pad::NEUTRAL.with(Button::A)));
+            return Some((pad, Task::CpuToggle));
+        }
+        if v.holding_slider {
+            // libmelee drags with a light tilt and lets go once the level reads right.
+            let pad = match v.cpu_level.cmp(&level) {
+                std::cmp::Ordering::Greater => Pad::NEUTRAL.with_main(0.35, 0.5),
+                std::cmp::Ordering::Less => Pad::NEUTRAL.with_main(0.65, 0.5),
+                std::cmp::Ordering::Equal => self.tap(Pad::NEUTRAL.with(Button::A)),
+            };
+            return Some((pad, Task::CpuLevel));
+        }
+        if v.cpu_level != level {
+            let token = css::slider_token(port, v.cpu_level);
+            let pad = steer(at, token, css::WIGGLE_FINE).unwrap_or_else(|| self.tap(Pad::NEUTRAL.with(Button::A)));
+            return Some((pad, Task::CpuLevel));
+        }
+        None
+    }
+}
+
+/// The coin is down: placed, or (libmelee's `coin_down or cursor_y < 0`) the hand is
+/// an empty pointer on the panels below the grid, where the game reports it as 0.
+fn coin_down(v: &PortView) -> bool {
+    v.coin == Coin::Placed || (v.coin == Coin::None && v.hand.is_some_and(|(_, y)| y < 0.0))
+}
+
+/// Steer a hand at `at` toward `target`: a stick tilted in proportion to the distance
+/// (the paper's `menu_manager.py`: 0.5 + 0.5 d / (|d| + 1) per axis), so a Dolphin
+/// that runs several frames per pad does not overshoot; `None` once within `wiggle`
+/// on both axes.
+fn steer(at: (f32, f32), target: (f32, f32), wiggle: f32) -> Option<Pad> {
+    let (dx, dy) = (target.0 - at.0, target.1 - at.1);
+    if dx.abs() < wiggle && dy.abs() < wiggle {
+        return None;
+    }
+    let mag = (dx * dx + dy * dy).sqrt();
+    Some(Pad::NEUTRAL.with_main(0.5 + 0.5 * dx / (mag + 1.0), 0.5 + 0.5 * dy / (mag + 1.0)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ram::{static_player, RamMut};
+    use crate::melee::characters::{FOX, LUIGI, MARTH};
+    use crate::ram::{addr, static_player, RamMut};
 
     /// A synthetic MEM1 image holding just the fields the navigator reads.
     struct Screenshot {
         mem: Vec<u8>,
     }
 
-    const TOKEN_BLOCK: u32 = 0x8070_0000;
+    const HANDS: u32 = 0x8110_0000;
     const SSS_BLOCK: u32 = 0x8070_1000;
     const FIGHTERS: [u32; 2] = [0x8071_0000, 0x8072_0000];
 
     impl Screenshot {
-        fn new(minor: u8) -> Self {
+        fn new(major: u8, minor: u8) -> Self {
             let mut s = Screenshot { mem: vec![0; addr::MEM1_SIZE] };
             let mut w = s.w();
-            w.set_u8(addr::SCENE, scene::MAJOR_VS).unwrap();
+            w.set_u8(addr::SCENE, major).unwrap();
             w.set_u8(addr::MENU, minor).unwrap();
             for p in 0..4 {
-                w.set_u32(css::TOKEN_PTR + 4 * p, TOKEN_BLOCK + 0x10 * p).unwrap();
+                w.set_u32(css::hand_ptr_addr(p), HANDS + 0x100 * p as u32).unwrap();
             }
-            w.set_u32(css::SSS_PTR, SSS_BLOCK).unwrap();
-            w.set_u32(SSS_BLOCK + 0x28, SSS_BLOCK + 0x100).unwrap();
+            w.set_u8(css::READY_BANNER, css::READY_HIDDEN).unwrap();
+            w.set_u32(css::SSS_ROOT, SSS_BLOCK).unwrap();
+            w.set_u32(SSS_BLOCK + 0x10, SSS_BLOCK + 0x100).unwrap();
+            w.set_u32(SSS_BLOCK + 0x100 + 0x28, SSS_BLOCK + 0x200).unwrap();
             s
+        }
+        fn css() -> Self {
+            Screenshot::new(scene::MAJOR_VS, scene::CSS)
         }
         fn w(&mut self) -> RamMut<'_> {
             RamMut::mem1(&mut self.mem)
@@ -369,175 +466,247 @@ mod tests {
         fn view(&self) -> RamView<'_> {
             RamView::mem1(&self.mem)
         }
-        fn cursor(&mut self, port: usize, x: f32, y: f32) -> &mut Self {
-            let a = css::CURSOR_X - css::CURSOR_STRIDE * port as u32;
-            self.w().set_f32(a, x).unwrap();
-            self.w().set_f32(a + 4, y).unwrap();
+        fn hand(&mut self, port: usize, (x, y): (f32, f32), coin: Coin) -> &mut Self {
+            let h = HANDS + 0x100 * port as u32;
+            self.w().set_f32(h + css::HAND_X, x).unwrap();
+            self.w().set_f32(h + css::HAND_Y, y).unwrap();
+            self.w().set_u8(h + css::HAND_COIN, coin.byte()).unwrap();
             self
         }
-        fn slot(&mut self, port: usize, kind: u8, ch: u8) -> &mut Self {
-            self.w().set_u8(slot(port, css::SLOT_TYPE), kind).unwrap();
-            self.w().set_u8(slot(port, css::SLOT_CHARACTER), ch).unwrap();
-            self
-        }
-        fn token_down(&mut self, port: usize, down: bool) -> &mut Self {
-            self.w().set_u8(TOKEN_BLOCK + 0x10 * port as u32 + 2, if down { 2 } else { 0 }).unwrap();
+        fn slot(&mut self, port: usize, kind: SlotType, icon: u8, level: u8, holding: bool) -> &mut Self {
+            self.w().set_u8(css::slot_addr(port, css::SLOT_TYPE), kind.byte()).unwrap();
+            self.w().set_u8(css::slot_addr(port, css::SLOT_ICON), icon).unwrap();
+            self.w().set_u8(css::slot_addr(port, css::SLOT_HOLDING_SLIDER), holding as u8).unwrap();
+            self.w().set_u8(css::level_addr(port), level).unwrap();
             self
         }
         fn stage_cursor(&mut self, x: f32, y: f32) -> &mut Self {
-            self.w().set_f32(SSS_BLOCK + 0x100 + 0x38, x).unwrap();
-            self.w().set_f32(SSS_BLOCK + 0x100 + 0x3C, y).unwrap();
+            self.w().set_f32(SSS_BLOCK + 0x200 + css::SSS_X, x).unwrap();
+            self.w().set_f32(SSS_BLOCK + 0x200 + css::SSS_Y, y).unwrap();
             self
         }
-        fn fighters(&mut self, agent_action: u32) -> &mut Self {
+        fn fighters(&mut self, agent_action: u32, ids: [Character; 2]) -> &mut Self {
+            // Port 1 is the bot's, port 0 the CPU's (MenuGoal's default).
             for (port, e) in FIGHTERS.iter().enumerate() {
                 let b = crate::ram::static_block(port);
+                let who = if port == 1 { ids[0] } else { ids[1] };
                 self.w().set_u32(b + static_player::FIGHTER_PTR, *e).unwrap();
+                self.w().set_u32(e + crate::ram::fighter::INTERNAL_CHARACTER, u32::from(who.internal)).unwrap();
                 self.w().set_u32(e + crate::ram::fighter::ACTION_STATE, if port == 1 { agent_action } else { action::WAIT }).unwrap();
             }
             self
         }
     }
 
-    fn pad_of(step: MenuStep) -> Pad {
+    fn press(step: MenuStep) -> (Pads, Task) {
         match step {
-            MenuStep::Press(p, _) => p,
+            MenuStep::Press(p, t) => (p, t),
             MenuStep::Done => panic!("expected a press, got Done"),
         }
     }
-    fn stick(step: MenuStep) -> (f32, f32) {
-        let p = pad_of(step);
-        (p.main.x, p.main.y)
+    /// Two consecutive decisions (taps alternate press and release).
+    fn two(nav: &mut Navigator, s: &Screenshot) -> [(Pads, Task); 2] {
+        [press(nav.next(s.view()).unwrap()), press(nav.next(s.view()).unwrap())]
     }
-    /// Two consecutive decisions (taps alternate press/release).
-    fn two(nav: &mut Navigator, s: &Screenshot) -> [Pad; 2] {
-        [pad_of(nav.next(s.view()).unwrap()), pad_of(nav.next(s.view()).unwrap())]
+    fn tapped(steps: &[(Pads, Task); 2], b: Button, agent: bool) -> bool {
+        let on = |p: &Pads| if agent { p.agent.pressed(b) } else { p.cpu.pressed(b) };
+        on(&steps[0].0) != on(&steps[1].0)
+    }
+    fn goal() -> MenuGoal {
+        MenuGoal::default()
     }
 
     #[test]
-    fn fresh_match_is_done_and_entry_animation_waits() {
-        let mut s = Screenshot::new(scene::IN_GAME);
-        s.fighters(action::ENTRY_START);
-        let mut nav = Navigator::new(MenuGoal::default(), false);
-        assert_eq!(pad_of(nav.next(s.view()).unwrap()), Pad::NEUTRAL, "entry animation: wait");
-        s.fighters(action::WAIT);
+    fn a_fresh_match_with_the_right_characters_is_done_and_the_entry_animation_waits() {
+        let mut s = Screenshot::new(scene::MAJOR_VS, scene::IN_GAME);
+        s.fighters(action::ENTRY_START, [FOX, MARTH]);
+        let mut nav = Navigator::new(goal(), false);
+        assert_eq!(press(nav.next(s.view()).unwrap()), (Pads::NEUTRAL, Task::MatchStart));
+        s.fighters(action::WAIT, [FOX, MARTH]);
         assert_eq!(nav.next(s.view()).unwrap(), MenuStep::Done);
         // No fighters yet (pointers null): wait, do not hand over.
-        let s2 = Screenshot::new(scene::IN_GAME);
-        assert_ne!(Navigator::new(MenuGoal::default(), false).next(s2.view()).unwrap(), MenuStep::Done);
+        let s2 = Screenshot::new(scene::MAJOR_VS, scene::IN_GAME);
+        assert_ne!(Navigator::new(goal(), false).next(s2.view()).unwrap(), MenuStep::Done);
     }
 
     #[test]
-    fn a_played_match_is_quit_with_pause_then_l_r_a_start() {
-        let mut s = Screenshot::new(scene::IN_GAME);
-        s.fighters(action::WAIT);
-        let mut nav = Navigator::new(MenuGoal::default(), true);
-        let first = pad_of(nav.next(s.view()).unwrap());
-        assert!(first.pressed(Button::Start) && !first.pressed(Button::A));
-        assert_eq!(pad_of(nav.next(s.view()).unwrap()), Pad::NEUTRAL);
-        let held = pad_of(nav.next(s.view()).unwrap());
-        for b in [Button::L, Button::R, Button::A, Button::Start] {
-            assert!(held.pressed(b), "{b:?} held");
+    fn the_wrong_characters_in_game_are_an_error_naming_them() {
+        let mut s = Screenshot::new(scene::MAJOR_VS, scene::IN_GAME);
+        s.fighters(action::WAIT, [LUIGI, characters::FALCO]);
+        let err = Navigator::new(goal(), false).next(s.view()).unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, MenuError::WrongCharacters { .. }), "{msg}");
+        assert!(msg.contains("plays Luigi") && msg.contains("plays Falco") && msg.contains("wanted Fox and Marth"), "{msg}");
+    }
+
+    #[test]
+    fn a_played_match_is_quit_by_pressing_and_releasing_all_four_until_the_scene_changes() {
+        let mut s = Screenshot::new(scene::MAJOR_VS, scene::IN_GAME);
+        s.fighters(action::WAIT, [FOX, MARTH]);
+        let mut nav = Navigator::new(goal(), true);
+        for round in 0..5 {
+            let [(a, t), (b, _)] = two(&mut nav, &s);
+            assert_eq!(t, Task::QuitMatch);
+            for button in [Button::L, Button::R, Button::A, Button::Start] {
+                assert!(a.agent.pressed(button), "round {round}: {button:?} pressed");
+                assert!(!b.agent.pressed(button), "round {round}: {button:?} released");
+            }
         }
         // Once on character select, the old match is gone: a later in-game is fresh.
-        let mut css_shot = Screenshot::new(scene::CSS);
-        css_shot.cursor(1, 0.0, 0.0);
+        let css_shot = Screenshot::css();
         nav.next(css_shot.view()).unwrap();
         assert_eq!(nav.next(s.view()).unwrap(), MenuStep::Done);
     }
 
     #[test]
-    fn postgame_taps_start() {
-        let s = Screenshot::new(scene::POSTGAME);
-        let mut nav = Navigator::new(MenuGoal::default(), false);
-        let [a, b] = two(&mut nav, &s);
-        assert!(a.pressed(Button::Start) != b.pressed(Button::Start), "pressed then released");
+    fn results_and_title_tap_start() {
+        for (major, minor, task) in [(scene::MAJOR_VS, scene::POSTGAME, Task::Results), (scene::MAJOR_TITLE, 0, Task::TitleScreen)] {
+            let s = Screenshot::new(major, minor);
+            let steps = two(&mut Navigator::new(goal(), false), &s);
+            assert!(tapped(&steps, Button::Start, true), "{task:?}");
+            assert_eq!(steps[0].1, task);
+        }
     }
 
     #[test]
-    fn css_first_switches_the_opponent_to_cpu() {
-        let mut s = Screenshot::new(scene::CSS);
-        s.slot(0, 0, 0).cursor(1, 10.0, 10.0); // opponent (port 0) is human; hand up and right
-        let mut nav = Navigator::new(MenuGoal::default(), false);
-        assert_eq!(stick(nav.next(s.view()).unwrap()), (0.5, 0.0), "down toward the toggle first");
-        s.cursor(1, 10.0, -2.0);
-        assert_eq!(stick(nav.next(s.view()).unwrap()), (0.0, 0.5), "then left");
-        s.cursor(1, -31.0, -2.5);
-        let [a, b] = two(&mut nav, &s);
-        assert!(a.pressed(Button::A) != b.pressed(Button::A), "on the toggle: tap A");
+    fn the_main_menu_is_walked_to_vs_mode_then_melee() {
+        use css::main_menu::*;
+        let mut s = Screenshot::new(scene::MAJOR_MAIN_MENU, 0);
+        let mut nav = Navigator::new(goal(), false);
+        let set = |s: &mut Screenshot, sub: u8, sel: u8| {
+            s.w().set_u8(SUBMENU, sub).unwrap();
+            s.w().set_u8(SELECTION, sel).unwrap();
+        };
+        set(&mut s, TOP, 0);
+        let [(a, _), (b, _)] = two(&mut nav, &s);
+        assert_eq!((a.agent.main.y, b.agent), (0.0, Pad::NEUTRAL), "down, then let go");
+        set(&mut s, TOP, TOP_VS_MODE);
+        assert!(two(&mut nav, &s)[0].0.agent.pressed(Button::A), "A on VS mode");
+        set(&mut s, VS, VS_MELEE);
+        assert!(two(&mut nav, &s)[0].0.agent.pressed(Button::A), "A on Melee");
+        set(&mut s, 8, 0);
+        assert!(two(&mut nav, &s)[0].0.agent.pressed(Button::B), "B out of any other submenu");
     }
 
     #[test]
-    fn css_sets_level_then_carries_the_cpu_token_then_picks_fox_then_starts() {
-        let g = MenuGoal::default();
-        let mut s = Screenshot::new(scene::CSS);
-        s.slot(0, css::TYPE_CPU, 0).slot(1, 0, 0);
+    fn the_bot_places_its_coin_on_fox_by_icon_order_not_by_external_id() {
+        let mut s = Screenshot::css();
+        s.hand(1, (0.0, 0.0), Coin::InHand).slot(1, SlotType::Human, 0, 0, false);
+        let mut nav = Navigator::new(goal(), false);
+        let (pads, task) = press(nav.next(s.view()).unwrap());
+        assert_eq!(task, Task::AgentCoin);
+        let fox = FOX.icon_centre();
+        assert!(pads.agent.main.x < 0.5 && pads.agent.main.y > 0.5, "toward Fox at {fox:?}: {:?}", pads.agent.main);
+        // Over Luigi (the icon at Fox's external id 0x02): not there yet.
+        s.hand(1, LUIGI.icon_centre(), Coin::InHand);
+        let (pads, _) = press(nav.next(s.view()).unwrap());
+        assert!(pads.agent.main.x < 0.5, "Luigi is not Fox: keep moving left");
+        s.hand(1, fox, Coin::InHand);
+        assert!(tapped(&two(&mut nav, &s), Button::A, true), "A on Fox");
+        // Coin down on the wrong one, hand over Fox: B calls the coin back.
+        s.hand(1, fox, Coin::Placed).slot(1, SlotType::Human, LUIGI.icon, 0, false);
+        assert!(tapped(&two(&mut nav, &s), Button::B, true));
+        // Done: Fox with the coin down.
+        s.slot(1, SlotType::Human, FOX.icon, 0, false);
+        let [(_, task), _] = two(&mut nav, &s);
+        assert_ne!(task, Task::AgentCoin);
+    }
+
+    #[test]
+    fn the_cpu_port_uses_its_own_hand_coin_then_toggle_then_slider_read_back() {
+        let g = goal();
+        let mut s = Screenshot::css();
+        // The bot is set; the CPU port is a human with its coin in hand.
+        s.hand(1, FOX.icon_centre(), Coin::Placed).slot(1, SlotType::Human, FOX.icon, 0, false);
+        s.hand(0, MARTH.icon_centre(), Coin::InHand).slot(0, SlotType::Human, 0, 0, false);
         let mut nav = Navigator::new(g, false);
-        // Level slider for level 9: right end of port 0's panel.
-        let (sx, sy) = slider(0, 9);
-        assert!(sx > slider(0, 1).0);
-        s.cursor(1, sx, sy);
-        assert!(pad_of(nav.next(s.view()).unwrap()).pressed(Button::A), "click the slider");
-        // Then to the CPU's token on its panel, pick it up.
-        let rest = (css::TOGGLE_X[0] + 7.0, css::TOKEN_REST_Y);
-        s.cursor(1, rest.0, rest.1 + 10.0);
-        assert_eq!(stick(nav.next(s.view()).unwrap()), (0.5, 0.0));
-        s.cursor(1, rest.0, rest.1);
-        assert!(pad_of(nav.next(s.view()).unwrap()).pressed(Button::A), "pick up the token");
-        // Carry it to Marth's icon and drop it there.
-        let marth = icon(character::MARTH);
-        s.cursor(1, marth.0 + 10.0, marth.1);
-        assert_eq!(stick(nav.next(s.view()).unwrap()), (0.0, 0.5));
-        s.cursor(1, marth.0, marth.1);
-        assert!(pad_of(nav.next(s.view()).unwrap()).pressed(Button::A), "drop on Marth");
-        s.slot(0, css::TYPE_CPU, character::MARTH as u8);
-        // Now the bot's own character: move to Fox, tap A.
-        let fox = icon(character::FOX);
-        s.cursor(1, fox.0 - 10.0, fox.1);
-        assert_eq!(stick(nav.next(s.view()).unwrap()), (1.0, 0.5));
-        s.cursor(1, fox.0, fox.1);
-        let [a, b] = two(&mut nav, &s);
-        assert!(a.pressed(Button::A) || b.pressed(Button::A));
-        // A wrong character placed under the hand: take the token back with B.
-        s.slot(1, 0, character::MARTH as u8).token_down(1, true);
-        let [a, b] = two(&mut nav, &s);
-        assert!(a.pressed(Button::B) || b.pressed(Button::B));
-        // Fox placed: START.
-        s.slot(1, 0, character::FOX as u8);
-        let [a, b] = two(&mut nav, &s);
-        assert!(a.pressed(Button::Start) != b.pressed(Button::Start));
+        let steps = two(&mut nav, &s);
+        assert_eq!(steps[0].1, Task::CpuCoin);
+        assert!(tapped(&steps, Button::A, false), "A on the CPU's own pad");
+        assert!(!steps[0].0.agent.pressed(Button::A) && !steps[1].0.agent.pressed(Button::A), "the bot's hand stays still");
+        // Coin placed on Marth; the hand goes to its own toggle. Below the grid the
+        // coin reads "none" (a pointer), which still counts as down.
+        s.hand(0, (0.0, -5.0), Coin::None).slot(0, SlotType::Human, MARTH.icon, 0, false);
+        let (pads, task) = press(nav.next(s.view()).unwrap());
+        assert_eq!(task, Task::CpuToggle);
+        assert!(pads.cpu.main.x < 0.5, "left toward port 0's toggle");
+        s.hand(0, css::toggle(0), Coin::None);
+        let steps = two(&mut nav, &s);
+        assert!(tapped(&steps, Button::A, false), "A on the toggle");
+        // CPU now, level 3: grab the token where level 3 puts it.
+        s.slot(0, SlotType::Cpu, MARTH.icon, 3, false);
+        let (_, task) = press(nav.next(s.view()).unwrap());
+        assert_eq!(task, Task::CpuLevel);
+        s.hand(0, css::slider_token(0, 3), Coin::None);
+        assert!(tapped(&two(&mut nav, &s), Button::A, false), "grab the slider");
+        // Holding: drag right until the byte reads 9, then let go.
+        s.slot(0, SlotType::Cpu, MARTH.icon, 5, true);
+        assert_eq!(press(nav.next(s.view()).unwrap()).0.cpu.main.x, 0.65);
+        s.slot(0, SlotType::Cpu, MARTH.icon, 9, true);
+        assert!(tapped(&two(&mut nav, &s), Button::A, false), "let go at 9");
+        // Everything set: START only once the banner is shown.
+        s.slot(0, SlotType::Cpu, MARTH.icon, 9, false);
+        let steps = two(&mut nav, &s);
+        assert_eq!(steps[0].1, Task::Start);
+        assert!(!steps.iter().any(|(p, _)| p.agent.pressed(Button::Start)), "no START while the banner is hidden");
+        s.w().set_u8(css::READY_BANNER, css::READY_SHOWN).unwrap();
+        assert!(tapped(&two(&mut nav, &s), Button::Start, true));
+    }
+
+    #[test]
+    fn a_coin_read_from_the_wrong_byte_would_never_count_as_down() {
+        // The coin state is at +5 of the hand struct; a byte elsewhere saying 2 means
+        // nothing. With only +2 set, the bot's coin is not down: no START.
+        let mut s = Screenshot::css();
+        s.hand(1, FOX.icon_centre(), Coin::None).slot(1, SlotType::Human, FOX.icon, 0, false);
+        s.w().set_u8(HANDS + 0x100 + 2, 2).unwrap();
+        let (_, task) = press(Navigator::new(goal(), false).next(s.view()).unwrap());
+        assert_eq!(task, Task::AgentCoin);
     }
 
     #[test]
     fn stage_select_waits_then_steers_to_final_destination() {
-        let mut s = Screenshot::new(scene::STAGE_SELECT);
+        let mut s = Screenshot::new(scene::MAJOR_VS, scene::STAGE_SELECT);
         s.stage_cursor(-20.0, -9.0);
-        let mut nav = Navigator::new(MenuGoal::default(), false);
+        let mut nav = Navigator::new(goal(), false);
         for _ in 0..20 {
-            assert_eq!(pad_of(nav.next(s.view()).unwrap()), Pad::NEUTRAL, "fade-in: no input");
+            assert_eq!(press(nav.next(s.view()).unwrap()).0, Pads::NEUTRAL, "fade-in: no input");
         }
-        assert_eq!(stick(nav.next(s.view()).unwrap()), (1.0, 0.5), "right toward FD");
+        let (pads, _) = press(nav.next(s.view()).unwrap());
+        assert!(pads.agent.main.x > 0.9 && (pads.agent.main.y - 0.5).abs() < 1e-6, "right toward FD, hard when far: {:?}", pads.agent.main);
+        s.stage_cursor(4.0, -9.0);
+        let (pads, _) = press(nav.next(s.view()).unwrap());
+        assert!(pads.agent.main.x > 0.5 && pads.agent.main.x < 0.9, "gentler when close: {:?}", pads.agent.main);
         s.stage_cursor(6.5, -9.2);
-        let [a, b] = two(&mut nav, &s);
-        assert!(a.pressed(Button::A) != b.pressed(Button::A));
-        // A garbage stage pointer: wait, no panic.
-        s.w().set_u32(css::SSS_PTR, 0xDEAD_BEEF).unwrap();
-        assert_eq!(pad_of(nav.next(s.view()).unwrap()), Pad::NEUTRAL);
+        assert!(tapped(&two(&mut nav, &s), Button::A, true));
+        // A broken pointer chain: wait, no panic.
+        s.w().set_u32(css::SSS_ROOT, 0xDEAD_BEEF).unwrap();
+        assert_eq!(press(nav.next(s.view()).unwrap()).0, Pads::NEUTRAL);
+    }
+
+    #[test]
+    fn a_step_that_outlives_its_budget_says_which_step_and_what_ram_said() {
+        let mut s = Screenshot::css();
+        s.hand(1, FOX.icon_centre(), Coin::InHand).slot(1, SlotType::Human, 0, 0, false);
+        let mut nav = Navigator::new(goal(), false);
+        let err = (0..=Task::AgentCoin.budget() + 1).find_map(|_| nav.next(s.view()).err()).expect("stuck after the budget");
+        let msg = err.to_string();
+        assert!(matches!(err, MenuError::Stuck { task: Task::AgentCoin, .. }), "{msg}");
+        assert!(msg.contains("the bot's hand placing its coin") && msg.contains("coin InHand") && msg.contains("0x803F0E0A"), "{msg}");
     }
 
     #[test]
     fn other_scenes_wait_and_short_views_are_errors_not_panics() {
-        let mut s = Screenshot::new(0);
-        s.w().set_u8(addr::SCENE, 0x01).unwrap(); // main menu
-        let mut nav = Navigator::new(MenuGoal::default(), false);
-        assert_eq!(pad_of(nav.next(s.view()).unwrap()), Pad::NEUTRAL);
-        assert!(Navigator::new(MenuGoal::default(), false).next(RamView::mem1(&[0u8; 64])).is_err());
+        let s = Screenshot::new(0x28, 0); // the boot scene
+        assert_eq!(press(Navigator::new(goal(), false).next(s.view()).unwrap()), (Pads::NEUTRAL, Task::WaitingForMenus));
+        assert!(Navigator::new(goal(), false).next(RamView::mem1(&[0u8; 64])).is_err());
     }
 
     #[test]
-    fn icon_grid_matches_libmelee() {
-        assert_eq!(icon(character::FOX), (-15.0, 18.5));
-        assert_eq!(icon(character::MARTH), (-29.0, 11.5));
-        assert_eq!(slider(0, 1).0 + 2.0 * css::SLIDER_HALF_WIDTH, slider(0, 9).0);
+    fn steering_is_proportional_and_stops_inside_the_window() {
+        assert_eq!(steer((0.0, 0.0), (1.0, -1.0), 1.5), None);
+        let far = steer((0.0, 0.0), (40.0, 0.0), 1.5).unwrap().main;
+        let near = steer((0.0, 0.0), (2.0, 0.0), 1.5).unwrap().main;
+        assert!(far.x > 0.98 && near.x > 0.5 && near.x < 0.85, "{far:?} {near:?}");
     }
 }

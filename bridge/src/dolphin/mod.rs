@@ -2,29 +2,37 @@
 //! trait as the embedded simulator.
 //!
 //! Layout and data flow:
-//! - [`userdir`]: the per-instance user folder (config, controller mapping, FIFO,
-//!   the boot-to-CSS Gecko code, the optional MemoryWatcher watch list).
+//! - [`userdir`]: the per-instance user folder (config, controller mapping, one FIFO
+//!   per driven port, the boot-to-CSS Gecko code, the optional MemoryWatcher watch
+//!   list).
 //! - [`process`]: finding `dolphin-emu-nogui`, launching it headless with its log
 //!   captured, noticing that it died.
 //! - [`guest`]: finding Dolphin's guest-RAM segment through `/proc/PID/fd`.
 //! - [`sys`]: the only `unsafe` (the mmap and `mkfifo`), with its `# Safety` note.
-//! - [`pipe`]: the pad, one `write()` per frame.
+//! - [`pipe`]: a pad, one `write()` per frame and port.
+//! - [`css`]: the menus' RAM layout and screen geometry, with their sources.
 //! - [`menu`]: from wherever Melee is to a fresh match (pure decisions on RAM).
 //! - [`dol`], [`probe`]: the DOL format and the homebrew probe that proves the
 //!   whole path against real Dolphin without a game image.
 //!
 //! ```text
-//!  Pad ─► FIFO (Pipes/botN) ─► Dolphin ─► guest RAM (/dev/shm/dolphin-emu.PID, mmap) ─► RamView
+//!  Pads ─► FIFOs (Pipes/botN) ─► Dolphin ─► guest RAM (/dev/shm/dolphin-emu.PID, mmap) ─► RamView
 //!                                  └──── frame tick: frame counter moved (or a MemoryWatcher datagram)
 //! ```
 //!
-//! Timing: upstream Dolphin does not wait for input. [`Dolphin::step`] writes the pad,
+//! Two ports are driven, each through its own pipe: the bot's, and the CPU's, whose own
+//! hand sets it up on the character-select screen (as the references do); during play
+//! the CPU's pipe gets a neutral pad every frame, which keeps a blocking-pipe Dolphin
+//! in lock-step.
+//!
+//! Timing: upstream Dolphin does not wait for input. [`Dolphin::step`] writes the pads,
 //! then waits for the frame counter to move; if it moved by more than one, the frames
 //! in between ran with the previous pad and are counted in
 //! [`Emulator::skipped_frames`] (the paper's agent suffered from exactly this; here it
 //! is visible). Every pad ends with `FLUSH`, which lock-steps Slippi builds with
 //! `BlockingPipes` (and the test peer), and which upstream ignores.
 
+pub mod css;
 pub mod dol;
 pub mod guest;
 pub mod menu;
@@ -37,7 +45,7 @@ pub mod userdir;
 use crate::emulator::{Emulator, MatchSetup};
 use crate::pad::Pad;
 use crate::ram::{addr, RamError, RamView};
-use menu::{MenuGoal, MenuStep, Navigator};
+use menu::{MenuError, MenuGoal, MenuStep, Navigator, Task};
 use pipe::{PadPipe, PipeError};
 use process::DolphinProcess;
 use std::os::unix::net::UnixDatagram;
@@ -76,8 +84,10 @@ pub enum DolphinError {
     UserDir { path: PathBuf, what: &'static str, source: std::io::Error },
     #[error("the path {path} is {len} bytes; Unix socket paths must be {max} or shorter: choose a shorter --user-dir")]
     PathTooLong { path: PathBuf, len: usize, max: usize },
-    #[error("menu navigation did not reach a match within {frames} frames (last: {last}); Melee must be NTSC 1.02 with the boot-to-character-select code (the user folder enables it)")]
+    #[error("menu navigation did not reach a match within {frames} frames (last step: {last}); Melee must be NTSC 1.02 with the boot-to-character-select code (the user folder enables it)")]
     MenuStuck { frames: u64, last: String },
+    #[error("{0}")]
+    Menu(#[from] MenuError),
     #[error("reading Melee's RAM: {0}")]
     Ram(#[from] RamError),
     #[error("invalid Dolphin configuration: {0}")]
@@ -116,7 +126,7 @@ pub struct DolphinConfig {
     pub game: Game,
     pub speed: Speed,
     pub tick: TickSource,
-    /// Boot: Dolphin up, RAM mapped, the pipe open, the frame counter moving.
+    /// Boot: Dolphin up, RAM mapped, the pipes open, the frame counter moving.
     pub boot_timeout: Duration,
     /// Longest wait for one frame (or for the pipe to drain).
     pub frame_timeout: Duration,
@@ -183,8 +193,9 @@ pub struct TickStats {
 }
 
 struct Running {
-    // Field order is drop order: the pipe and the map go before the process is killed.
-    pipe: PadPipe,
+    // Field order is drop order: the pipes and the map go before the process is killed.
+    /// One per driven port, the bot's first (see [`driven_ports`]).
+    pipes: Vec<PadPipe>,
     ram: MappedRam,
     watcher: Option<UnixDatagram>,
     proc: DolphinProcess,
@@ -216,7 +227,7 @@ impl Drop for Dolphin {
 }
 
 impl Dolphin {
-    /// Start Dolphin and wait until it runs: RAM mapped, frames ticking, pipe open.
+    /// Start Dolphin and wait until it runs: RAM mapped, frames ticking, pipes open.
     pub fn launch(cfg: DolphinConfig) -> Result<Dolphin, DolphinError> {
         let exe = process::find_executable(cfg.executable.as_deref())?;
         if !cfg.image.is_file() {
@@ -326,9 +337,10 @@ impl Dolphin {
         Ok(frames_from(before, now).saturating_sub(1))
     }
 
-    /// Hold `pad` for the next frame: one write, then wait for the frame to end.
-    /// Returns the frames that ran on the previous pad since the last tick.
-    pub fn step_pad(&mut self, pad: &Pad) -> Result<u64, DolphinError> {
+    /// Hold `pads` (one per driven port, the bot's first) for the next frame: one write
+    /// per pipe, then wait for the frame to end. Returns the frames that ran on the
+    /// previous pads since the last tick.
+    fn step_pads(&mut self, pads: &[Pad]) -> Result<u64, DolphinError> {
         self.check_alive()?;
         // Which frame is on now, read right before the write: a frame that ran since
         // the last tick must not be taken for the one our pad makes (free-running
@@ -339,34 +351,60 @@ impl Dolphin {
         let ran_meanwhile = frames_from(self.last_frame, before);
         self.last_frame = before;
         let timeout = self.cfg.frame_timeout;
-        self.run.pipe.send(pad, true, timeout)?;
+        for (pipe, pad) in self.run.pipes.iter_mut().zip(pads.iter().chain(std::iter::repeat(&Pad::NEUTRAL))) {
+            pipe.send(pad, true, timeout)?;
+        }
         Ok(ran_meanwhile + self.tick()?)
     }
 
-    /// Run the menus until a fresh match is on (Melee only).
-    fn navigate(&mut self, goal: MenuGoal) -> Result<(), DolphinError> {
+    /// Run the menus until a fresh match is on (Melee only). `trace` hears of every
+    /// new step, with what RAM said when it began, and of the match reached (`doctor`
+    /// prints them). Returns the frames spent.
+    pub fn navigate(&mut self, goal: MenuGoal, trace: &mut dyn FnMut(MenuTrace)) -> Result<u64, DolphinError> {
         let mut nav = Navigator::new(goal, self.played);
-        let mut last = "nothing yet";
-        for _ in 0..self.cfg.menu_frame_limit {
+        let mut last = None;
+        for frame in 0..self.cfg.menu_frame_limit {
             match nav.next(self.ram())? {
                 MenuStep::Done => {
                     self.played = false;
-                    return Ok(());
+                    trace(MenuTrace { task: None, frame, ram: menu::describe_ram(self.ram(), &goal) });
+                    return Ok(frame);
                 }
-                MenuStep::Press(pad, why) => {
-                    last = why;
-                    self.step_pad(&pad)?;
+                MenuStep::Press(pads, task) => {
+                    if last != Some(task) {
+                        trace(MenuTrace { task: Some(task), frame, ram: menu::describe_ram(self.ram(), &goal) });
+                        last = Some(task);
+                    }
+                    self.step_pads(&[pads.agent, pads.cpu])?;
                 }
             }
         }
-        Err(DolphinError::MenuStuck { frames: self.cfg.menu_frame_limit, last: last.to_string() })
+        Err(DolphinError::MenuStuck { frames: self.cfg.menu_frame_limit, last: last.map_or("none".into(), |t| t.to_string()) })
+    }
+}
+
+/// One line of a menu walk: a step that began (`task`), or the match reached (`None`).
+#[derive(Debug, Clone)]
+pub struct MenuTrace {
+    pub task: Option<Task>,
+    /// Frames since the walk began.
+    pub frame: u64,
+    /// What RAM said at that frame ([`menu::describe_ram`]).
+    pub ram: String,
+}
+
+/// The ports Shine drives through pipes: the bot's, and for Melee the CPU's (its hand
+/// sets it up on the menus).
+fn driven_ports(cfg: &DolphinConfig) -> Vec<usize> {
+    match cfg.game {
+        Game::Melee(_) => vec![cfg.setup.agent_port, cfg.setup.opponent_port],
+        Game::Homebrew => vec![cfg.setup.agent_port],
     }
 }
 
 fn userdir_spec(cfg: &DolphinConfig) -> userdir::UserDirSpec {
     userdir::UserDirSpec {
-        pipe_port: cfg.setup.agent_port,
-        other_ports: vec![cfg.setup.opponent_port],
+        pipe_ports: driven_ports(cfg),
         speed: cfg.speed,
         memory_watcher: (cfg.tick == TickSource::MemoryWatcher).then(|| vec![format!("{:08X}", addr::FRAME_COUNTER)]),
         boot_to_css: matches!(cfg.game, Game::Melee(_)),
@@ -433,11 +471,14 @@ fn start(exe: &Path, dir: &userdir::UserDir, cfg: &DolphinConfig) -> Result<(Run
     } else {
         frame_counter(&ram)?
     };
-    let left = cfg.boot_timeout.saturating_sub(started.elapsed()).max(Duration::from_secs(1));
-    let pipe = PadPipe::open(&dir.pipe, left, || {
-        early(&mut proc).map_err(|e| PipeError::Io { path: dir.pipe.clone(), source: std::io::Error::other(e.to_string()) })
-    })?;
-    Ok((Running { pipe, ram, watcher, proc }, first_frame))
+    let mut pipes = vec![];
+    for path in &dir.pipes {
+        let left = cfg.boot_timeout.saturating_sub(started.elapsed()).max(Duration::from_secs(1));
+        pipes.push(PadPipe::open(path, left, || {
+            early(&mut proc).map_err(|e| PipeError::Io { path: path.clone(), source: std::io::Error::other(e.to_string()) })
+        })?);
+    }
+    Ok((Running { pipes, ram, watcher, proc }, first_frame))
 }
 
 /// Melee's frame counter in mapped guest RAM.
@@ -516,15 +557,17 @@ impl Emulator for Dolphin {
         match self.cfg.game.clone() {
             Game::Melee(goal) => {
                 let goal = MenuGoal { agent_port: setup.agent_port, opponent_port: setup.opponent_port, cpu_level: setup.cpu_level, ..goal };
-                self.navigate(goal)
+                self.navigate(goal, &mut |_| {}).map(drop)
             }
-            Game::Homebrew => self.step_pad(&Pad::NEUTRAL).map(drop),
+            Game::Homebrew => self.step_pads(&[Pad::NEUTRAL]).map(drop),
         }
     }
 
     fn step(&mut self, pad: &Pad) -> Result<(), DolphinError> {
         self.played = true;
-        self.stats.skipped += self.step_pad(pad)?;
+        // The CPU's port (Melee) gets a neutral pad: a CPU ignores it, and a
+        // blocking-pipe Dolphin waits for every pipe.
+        self.stats.skipped += self.step_pads(std::slice::from_ref(pad))?;
         Ok(())
     }
 

@@ -3,9 +3,12 @@
 //!
 //! ```text
 //! <dir>/Config/Dolphin.ini          JIT, fastmem, DSP HLE, no audio, Null video, cheats on,
-//!                                   standard controllers on the two match ports, speed
-//! <dir>/Config/GCPadNew.ini         the bot's port mapped to Pipe/0/<pipe>
-//! <dir>/Pipes/<pipe>                the controller FIFO (must exist before Dolphin starts)
+//!                                   standard controllers on the two match ports, no
+//!                                   memory cards, speed
+//! <dir>/Config/GCPadNew.ini         each driven port mapped to Pipe/0/bot<port + 1>
+//! <dir>/Pipes/bot<port + 1>         one controller FIFO per driven port (the bot's, and
+//!                                   the CPU's, whose own hand sets it up on the menus);
+//!                                   they must exist before Dolphin starts
 //! <dir>/GameSettings/GALE01.ini     Gecko "$Netplay Community Settings": boot to CSS
 //! <dir>/MemoryWatcher/Locations.txt optional: watch the frame counter (end-of-frame tick)
 //! <dir>/dolphin.log                 Dolphin's stdout and stderr
@@ -42,10 +45,9 @@ impl Speed {
 /// What the folder should configure.
 #[derive(Debug, Clone)]
 pub struct UserDirSpec {
-    /// The bot's port, 0-based; its controller reads the FIFO.
-    pub pipe_port: usize,
-    /// Other ports that get a standard controller (the CPU's port needs one on the CSS).
-    pub other_ports: Vec<usize>,
+    /// The ports Shine drives, 0-based, each with its own FIFO: the bot's first, then
+    /// the CPU's (its hand sets it up on the character-select screen).
+    pub pipe_ports: Vec<usize>,
     pub speed: Speed,
     /// Write `MemoryWatcher/Locations.txt` watching these (hex, Dolphin's syntax).
     pub memory_watcher: Option<Vec<String>>,
@@ -57,8 +59,8 @@ pub struct UserDirSpec {
 #[derive(Debug, Clone)]
 pub struct UserDir {
     pub root: PathBuf,
-    pub pipe: PathBuf,
-    pub pipe_name: String,
+    /// One FIFO per driven port, in [`UserDirSpec::pipe_ports`]' order.
+    pub pipes: Vec<PathBuf>,
     pub log: PathBuf,
     pub watcher_socket: Option<PathBuf>,
 }
@@ -66,15 +68,19 @@ pub struct UserDir {
 /// Dolphin's number for a standard GameCube controller on a serial port.
 const SI_GC_CONTROLLER: u32 = 6;
 const SI_NONE: u32 = 0;
+/// Dolphin's number for an empty memory-card slot (`EXIDeviceType::None`): the paper's
+/// setup plays with none, so no save prompt or card check can stall the menus.
+const EXI_NONE: u32 = 255;
 
 pub fn dolphin_ini(spec: &UserDirSpec) -> String {
     let mut si = String::new();
     for port in 0..4 {
-        let dev = if port == spec.pipe_port || spec.other_ports.contains(&port) { SI_GC_CONTROLLER } else { SI_NONE };
+        let dev = if spec.pipe_ports.contains(&port) { SI_GC_CONTROLLER } else { SI_NONE };
         si.push_str(&format!("SIDevice{port} = {dev}\n"));
     }
     format!(
-        "[Core]\nCPUCore = 1\nFastmem = True\nDSPHLE = True\nEnableCheats = True\n{si}EmulationSpeed = {speed}\nGFXBackend = Null\n\
+        "[Core]\nCPUCore = 1\nFastmem = True\nDSPHLE = True\nEnableCheats = True\n{si}SlotA = {EXI_NONE}\nSlotB = {EXI_NONE}\n\
+         EmulationSpeed = {speed}\nGFXBackend = Null\n\
          [DSP]\nBackend = No Audio Output\n\
          [Input]\nBackgroundInput = True\n\
          [Interface]\nConfirmStop = False\n\
@@ -83,9 +89,18 @@ pub fn dolphin_ini(spec: &UserDirSpec) -> String {
     )
 }
 
-/// `[GCPad<n>]` for the bot's port, mapped to the FIFO (reference, section 4).
-pub fn gcpad_ini(port: usize, pipe_name: &str) -> String {
-    let mut s = format!("[GCPad{}]\nDevice = Pipe/0/{pipe_name}\n", port + 1);
+/// The FIFO's name for a port: `bot1` for port 0.
+pub fn pipe_name(port: usize) -> String {
+    format!("bot{}", port + 1)
+}
+
+/// `[GCPad<n>]` for each driven port, mapped to its FIFO (reference, section 4).
+pub fn gcpad_ini(ports: &[usize]) -> String {
+    ports.iter().map(|&p| gcpad_section(p)).collect()
+}
+
+fn gcpad_section(port: usize) -> String {
+    let mut s = format!("[GCPad{}]\nDevice = Pipe/0/{}\n", port + 1, pipe_name(port));
     for (k, v) in [
         ("Buttons/A", "Button A"),
         ("Buttons/B", "Button B"),
@@ -126,7 +141,6 @@ impl UserDir {
     /// Create (or refresh) the folder at `root`. An existing folder is reused: config
     /// files are rewritten and a stale FIFO is replaced.
     pub fn create(root: &Path, spec: &UserDirSpec) -> Result<UserDir, DolphinError> {
-        let pipe_name = format!("bot{}", spec.pipe_port + 1);
         let watcher_socket = spec.memory_watcher.as_ref().map(|_| root.join("MemoryWatcher").join("MemoryWatcher"));
         if let Some(sock) = &watcher_socket {
             let len = sock.as_os_str().len();
@@ -134,8 +148,8 @@ impl UserDir {
                 return Err(DolphinError::PathTooLong { path: sock.clone(), len, max: MAX_SOCKET_PATH });
             }
         }
-        if spec.pipe_port > 3 {
-            return Err(DolphinError::Config(format!("port {} is out of range (0..=3)", spec.pipe_port)));
+        if let Some(p) = spec.pipe_ports.iter().find(|p| **p > 3) {
+            return Err(DolphinError::Config(format!("port {p} is out of range (0..=3)")));
         }
         for sub in ["Config", "Pipes", "GameSettings"] {
             let p = root.join(sub);
@@ -146,7 +160,7 @@ impl UserDir {
             std::fs::write(&p, text).map_err(io_err(&p, "writing"))
         };
         write("Config/Dolphin.ini", &dolphin_ini(spec))?;
-        write("Config/GCPadNew.ini", &gcpad_ini(spec.pipe_port, &pipe_name))?;
+        write("Config/GCPadNew.ini", &gcpad_ini(&spec.pipe_ports))?;
         if spec.boot_to_css {
             write("GameSettings/GALE01.ini", MELEE_GAME_SETTINGS)?;
         }
@@ -155,14 +169,18 @@ impl UserDir {
             std::fs::create_dir_all(&p).map_err(io_err(&p, "creating"))?;
             write("MemoryWatcher/Locations.txt", &(watch.join("\n") + "\n"))?;
         }
-        let pipe = root.join("Pipes").join(&pipe_name);
-        match std::fs::remove_file(&pipe) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io_err(&pipe, "removing the old FIFO")(e)),
+        let mut pipes = vec![];
+        for &port in &spec.pipe_ports {
+            let pipe = root.join("Pipes").join(pipe_name(port));
+            match std::fs::remove_file(&pipe) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_err(&pipe, "removing the old FIFO")(e)),
+            }
+            super::sys::mkfifo(&pipe).map_err(io_err(&pipe, "creating the FIFO"))?;
+            pipes.push(pipe);
         }
-        super::sys::mkfifo(&pipe).map_err(io_err(&pipe, "creating the FIFO"))?;
-        Ok(UserDir { root: root.to_path_buf(), pipe, pipe_name, log: root.join("dolphin.log"), watcher_socket })
+        Ok(UserDir { root: root.to_path_buf(), pipes, log: root.join("dolphin.log"), watcher_socket })
     }
 }
 
@@ -177,7 +195,7 @@ mod tests {
     use std::os::unix::fs::FileTypeExt;
 
     fn spec() -> UserDirSpec {
-        UserDirSpec { pipe_port: 1, other_ports: vec![0], speed: Speed::Unlimited, memory_watcher: Some(vec!["80479D60".into()]), boot_to_css: true }
+        UserDirSpec { pipe_ports: vec![1, 0], speed: Speed::Unlimited, memory_watcher: Some(vec!["80479D60".into()]), boot_to_css: true }
     }
 
     #[test]
@@ -193,6 +211,8 @@ mod tests {
             "SIDevice0 = 6",
             "SIDevice1 = 6",
             "SIDevice2 = 0",
+            "SlotA = 255",
+            "SlotB = 255",
             "EmulationSpeed = 0.0",
             "Backend = No Audio Output",
             "GFXBackend = Null",
@@ -202,9 +222,13 @@ mod tests {
         }
         let pad = std::fs::read_to_string(dir.path().join("Config/GCPadNew.ini")).unwrap();
         assert!(pad.starts_with("[GCPad2]\nDevice = Pipe/0/bot2\n"), "{pad}");
-        assert!(pad.contains("Triggers/L-Analog = `Axis L +`") && pad.contains("Main Stick/Down = `Axis MAIN Y -`"));
-        assert!(std::fs::metadata(&u.pipe).unwrap().file_type().is_fifo());
-        assert_eq!(u.pipe, dir.path().join("Pipes/bot2"));
+        assert!(pad.contains("\n[GCPad1]\nDevice = Pipe/0/bot1\n"), "the CPU's port has its own pipe:\n{pad}");
+        assert_eq!(pad.matches("Triggers/L-Analog = `Axis L +`").count(), 2);
+        assert!(pad.contains("Main Stick/Down = `Axis MAIN Y -`"));
+        assert_eq!(u.pipes, [dir.path().join("Pipes/bot2"), dir.path().join("Pipes/bot1")]);
+        for p in &u.pipes {
+            assert!(std::fs::metadata(p).unwrap().file_type().is_fifo());
+        }
         assert!(std::fs::read_to_string(dir.path().join("GameSettings/GALE01.ini")).unwrap().contains("$Netplay Community Settings"));
         assert_eq!(std::fs::read_to_string(dir.path().join("MemoryWatcher/Locations.txt")).unwrap(), "80479D60\n");
         // Reusing the folder replaces the FIFO instead of failing.

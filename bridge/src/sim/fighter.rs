@@ -14,7 +14,7 @@
 use super::attacks::{Attack, AttackData, Moveset, FOX, MARTH};
 use super::input::{Input, InputTracker, SMASH, TILT};
 use super::physics::{self, BlastZone, STAGE_EDGE};
-use crate::melee::{action as act, character, internal_character};
+use crate::melee::{action as act, characters, Character};
 use crate::pad::Pad;
 
 /// A spot dodge or roll: length, intangible frames, and (rolls) travel.
@@ -36,9 +36,8 @@ impl Dodge {
 /// Per-character constants (Melee's attribute values where they exist).
 #[derive(Debug)]
 pub struct CharStats {
-    pub name: &'static str,
-    pub css_id: u32,
-    pub internal_id: u32,
+    /// Which character: the ids written to the static block and the fighter.
+    pub character: Character,
     pub weight: f32,
     pub gravity: f32,
     pub terminal_vy: f32,
@@ -66,9 +65,7 @@ pub struct CharStats {
 }
 
 pub static FOX_STATS: CharStats = CharStats {
-    name: "Fox",
-    css_id: character::FOX,
-    internal_id: internal_character::FOX,
+    character: characters::FOX,
     weight: 75.0,
     gravity: 0.23,
     terminal_vy: 2.8,
@@ -95,9 +92,7 @@ pub static FOX_STATS: CharStats = CharStats {
 };
 
 pub static MARTH_STATS: CharStats = CharStats {
-    name: "Marth",
-    css_id: character::MARTH,
-    internal_id: internal_character::MARTH,
+    character: characters::MARTH,
     weight: 87.0,
     gravity: 0.085,
     terminal_vy: 2.2,
@@ -316,7 +311,7 @@ impl Fighter {
                 act::SPOTDODGE => within(self.stats.spotdodge.intangible),
                 act::ROLL_FORWARD | act::ROLL_BACKWARD => within(self.stats.roll.intangible),
                 act::AIRDODGE => within(AIRDODGE_INTANGIBLE),
-                act::DOWN_B_GROUND_START | act::DOWN_B_AIR => f <= SHINE_INTANGIBLE,
+                act::DOWN_B_GROUND_START | act::DOWN_B_AIR_START => f <= SHINE_INTANGIBLE,
                 act::GROUND_GETUP => f <= GETUP_INTANGIBLE,
                 _ => false,
             }
@@ -368,7 +363,7 @@ impl Fighter {
             act::CROUCH_START | act::CROUCH_END => CROUCH_CHANGE_LEN,
             act::DOWN_B_GROUND_START => SHINE_INTANGIBLE,
             act::DOWN_B_GROUND_END => SHINE_END_LEN,
-            act::DOWN_B_AIR => SHINE_AIR_LEN,
+            act::DOWN_B_AIR_START => SHINE_AIR_LEN,
             act::AIRDODGE => AIRDODGE_LEN,
             act::TECH_MISS_UP => TECH_MISS_LEN,
             act::GROUND_GETUP => GETUP_LEN,
@@ -536,7 +531,7 @@ impl Fighter {
                     self.enter(act::DOWN_B_GROUND_END);
                 }
             }
-            act::DOWN_B_AIR if self.frame > SHINE_INTANGIBLE && i.jump_press && self.jumps_used < 2 => self.double_jump(i),
+            act::DOWN_B_AIR_START if self.frame > SHINE_INTANGIBLE && i.jump_press && self.jumps_used < 2 => self.double_jump(i),
             act::JUMPING_FORWARD
             | act::JUMPING_BACKWARD
             | act::JUMPING_ARIAL_FORWARD
@@ -670,7 +665,9 @@ impl Fighter {
         if self.wants_shine(i) {
             self.attack = Some(Attack::Shine);
             self.attack_connected = false;
-            self.enter(act::DOWN_B_AIR);
+            // One state for the whole air shine: Melee splits it into start, loop and
+            // end (0x16D..=0x170); the simulator keeps the start's id throughout.
+            self.enter(act::DOWN_B_AIR_START);
             self.vx *= 0.5;
             self.vy = 0.0;
             self.fastfall = false;
@@ -765,7 +762,7 @@ impl Fighter {
                 self.vy *= 0.9;
                 return;
             }
-            act::DOWN_B_AIR => {
+            act::DOWN_B_AIR_START => {
                 // The air shine stalls: a slow fall.
                 self.vy = (self.vy - s.gravity * 0.25).max(-s.terminal_vy * 0.5);
                 return;
@@ -939,7 +936,7 @@ impl Fighter {
 
     /// Hitboxes this fighter has out this frame (none once its attack connected).
     pub fn active_hitboxes(&self) -> impl Iterator<Item = &'static super::attacks::Hitbox> + '_ {
-        let live = self.is_attack_state() && !self.attack_connected && !self.charging || self.action == act::DOWN_B_AIR && !self.attack_connected;
+        let live = self.is_attack_state() && !self.attack_connected && !self.charging || self.action == act::DOWN_B_AIR_START && !self.attack_connected;
         let frame = self.frame;
         self.attack_data().filter(|_| live).into_iter().flat_map(move |d| d.hitboxes.iter().filter(move |h| h.active(frame)))
     }

@@ -221,14 +221,14 @@ impl Sim {
             let port = self.ports[i];
             let s = ram::static_block(port);
             let e = self.blocks[i];
-            w.set_u32(s + static_player::CHARACTER, f.stats.css_id)?;
+            w.set_u32(s + static_player::CHARACTER, u32::from(f.stats.character.external))?;
             w.set_f32(s + static_player::X, f.x)?;
             w.set_f32(s + static_player::Y, f.y)?;
             w.set_u16(s + static_player::PERCENT, f.percent.clamp(0.0, 999.0) as u16)?;
             w.set_u8(s + static_player::STOCKS, f.stocks)?;
             w.set_u32(s + static_player::FIGHTER_PTR, e)?;
 
-            w.set_u32(e + fo::INTERNAL_CHARACTER, f.stats.internal_id)?;
+            w.set_u32(e + fo::INTERNAL_CHARACTER, u32::from(f.stats.character.internal))?;
             w.set_u32(e + fo::ACTION_STATE, f.action)?;
             w.set_f32(e + fo::FACING, f.facing)?;
             w.set_f32(e + fo::SELF_AIR_VX, f.vx)?;

@@ -2,7 +2,7 @@
 
 use super::calibration::{macros, ROLL_LEFT, SHINE, SPOT_DODGE};
 use super::*;
-use crate::melee::{action, character, internal_character};
+use crate::melee::{action, characters};
 use crate::pad::{Button, Stick};
 use crate::ram::{FighterView, PlayerView};
 use proptest::prelude::*;
@@ -52,14 +52,14 @@ fn match_start_layout() {
     assert_eq!(ram.menu().unwrap(), 2);
     assert_eq!(ram.frame_counter().unwrap(), 0);
     let (a, o) = (player(&sim, 1), player(&sim, 0));
-    assert_eq!((a.character().unwrap(), o.character().unwrap()), (character::FOX, character::MARTH));
+    assert_eq!((a.character().unwrap(), o.character().unwrap()), (u32::from(characters::FOX.external), u32::from(characters::MARTH.external)));
     assert_eq!(a.fighter_ptr().unwrap(), crate::ram::SIM_FIGHTER_DATA[1]);
     assert_eq!(o.fighter_ptr().unwrap(), crate::ram::SIM_FIGHTER_DATA[0]);
     assert_eq!((a.x().unwrap(), o.x().unwrap()), (40.0, -40.0));
     assert_eq!((a.stocks().unwrap(), a.percent().unwrap()), (4, 0));
     let (af, of) = (agent_view(&sim), opp_view(&sim));
-    assert_eq!(af.internal_character().unwrap(), internal_character::FOX);
-    assert_eq!(of.internal_character().unwrap(), internal_character::MARTH);
+    assert_eq!(af.internal_character().unwrap(), u32::from(characters::FOX.internal));
+    assert_eq!(of.internal_character().unwrap(), u32::from(characters::MARTH.internal));
     assert_eq!((af.facing().unwrap(), of.facing().unwrap()), (-1.0, 1.0), "facing each other");
     assert_eq!(af.action_state().unwrap(), action::WAIT);
     assert_eq!(af.shield_size().unwrap(), 60.0);
@@ -75,8 +75,8 @@ fn every_port_pair_fits_the_window() {
                 continue;
             };
             sim.step(&Pad::NEUTRAL).unwrap();
-            assert_eq!(agent_view(&sim).internal_character().unwrap(), internal_character::FOX);
-            assert_eq!(opp_view(&sim).internal_character().unwrap(), internal_character::MARTH);
+            assert_eq!(agent_view(&sim).internal_character().unwrap(), u32::from(characters::FOX.internal));
+            assert_eq!(opp_view(&sim).internal_character().unwrap(), u32::from(characters::MARTH.internal));
             assert_ne!(agent_view(&sim).addr(), opp_view(&sim).addr());
         }
     }
