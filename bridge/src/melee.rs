@@ -113,6 +113,52 @@ pub mod action {
     }
 }
 
+/// Fox's own action states, 0x155 on, as the decompilation's `ftFox_MotionState`
+/// numbers them (`src/melee/ft/chara/ftFox/forward.h`, counted from `ftCo_MS_Count`):
+/// the ids a real Fox can be in beyond the common ones. `air`: the state is one of the
+/// air versions (`Some(true)`), a ground one (`Some(false)`), or either (`None`).
+pub const FOX_SPECIALS: [(u32, &str, Option<bool>); 29] = [
+    (0x155, "SpecialNStart", Some(false)),
+    (0x156, "SpecialNLoop", Some(false)),
+    (0x157, "SpecialNEnd", Some(false)),
+    (0x158, "SpecialAirNStart", Some(true)),
+    (0x159, "SpecialAirNLoop", Some(true)),
+    (0x15A, "SpecialAirNEnd", Some(true)),
+    (0x15B, "SpecialSStart", Some(false)),
+    (0x15C, "SpecialS", Some(false)),
+    (0x15D, "SpecialSEnd", Some(false)),
+    (0x15E, "SpecialAirSStart", Some(true)),
+    (0x15F, "SpecialAirS", Some(true)),
+    (0x160, "SpecialAirSEnd", Some(true)),
+    (0x161, "SpecialHiStart", Some(false)),
+    (0x162, "SpecialAirHiStart", Some(true)),
+    (0x163, "SpecialHi", None),
+    (0x164, "SpecialAirHi", Some(true)),
+    (0x165, "SpecialHiEnd", Some(false)),
+    (0x166, "SpecialAirHiEnd", Some(true)),
+    (0x167, "SpecialHiBound", None),
+    (0x168, "SpecialLwStart", Some(false)),
+    (0x169, "SpecialLwLoop", Some(false)),
+    (0x16A, "SpecialLwReflect", Some(false)),
+    (0x16B, "SpecialLwEnd", Some(false)),
+    (0x16C, "SpecialLwTurn", Some(false)),
+    (0x16D, "SpecialAirLwStart", Some(true)),
+    (0x16E, "SpecialAirLwLoop", Some(true)),
+    (0x16F, "SpecialAirLwReflect", Some(true)),
+    (0x170, "SpecialAirLwEnd", Some(true)),
+    (0x171, "SpecialAirLwTurn", Some(true)),
+];
+
+/// Whether real Melee puts `who` in action state `a` (in the air when `in_air`): every
+/// character shares the common states below [`action::FIRST_SPECIAL`]; above it, only
+/// Fox's are known here (the simulator gives Marth no special move).
+pub fn is_real_action(who: Character, a: u32, in_air: bool) -> bool {
+    if a < action::FIRST_SPECIAL {
+        return true;
+    }
+    who == characters::FOX && FOX_SPECIALS.iter().any(|(id, _, air)| *id == a && air.is_none_or(|air| air == in_air))
+}
+
 /// A short human name for an action state, for logs and the dashboard.
 pub fn action_name(a: u32) -> &'static str {
     use action::*;
@@ -157,5 +203,40 @@ pub fn action_name(a: u32) -> &'static str {
         ENTRY..=ENTRY_END => "Entry",
         DOWN_B_GROUND_START..=DOWN_B_AIR_TURN => "Shine",
         _ => "Other",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fox_shine_ids_are_the_decompilations() {
+        // ftFox_MotionState from ftCo_MS_Count (0x155): nineteen neutral-, side- and
+        // up-special states, then the reflector's five on the ground and five in the air.
+        for (i, (id, _, _)) in FOX_SPECIALS.iter().enumerate() {
+            assert_eq!(*id, action::FIRST_SPECIAL + i as u32);
+        }
+        let name = |a: u32| FOX_SPECIALS.iter().find(|(id, _, _)| *id == a).map(|(_, n, _)| *n);
+        use action::*;
+        let ours = [
+            (DOWN_B_GROUND_START, "SpecialLwStart"),
+            (DOWN_B_GROUND, "SpecialLwLoop"),
+            (DOWN_B_STUN, "SpecialLwReflect"),
+            (DOWN_B_GROUND_END, "SpecialLwEnd"),
+            (DOWN_B_GROUND_TURN, "SpecialLwTurn"),
+            (DOWN_B_AIR_START, "SpecialAirLwStart"),
+            (DOWN_B_AIR, "SpecialAirLwLoop"),
+            (DOWN_B_AIR_STUN, "SpecialAirLwReflect"),
+            (DOWN_B_AIR_END, "SpecialAirLwEnd"),
+            (DOWN_B_AIR_TURN, "SpecialAirLwTurn"),
+        ];
+        for (id, want) in ours {
+            assert_eq!(name(id), Some(want), "{id:#x}");
+        }
+        assert_eq!((DOWN_B_GROUND_START, DOWN_B_AIR_START, DOWN_B_AIR_TURN), (0x168, 0x16D, 0x171));
+        assert!(is_real_action(characters::FOX, DOWN_B_AIR_START, true));
+        assert!(!is_real_action(characters::FOX, DOWN_B_AIR_START, false), "an air state on the ground");
+        assert!(!is_real_action(characters::MARTH, DOWN_B_GROUND_START, false), "0x168 is not Marth's shine");
     }
 }

@@ -4,7 +4,9 @@
 //! code path runs unchanged: launch, user folder, /proc scan, mmap, pipe, tick, menus.
 
 use rand::{Rng, SeedableRng};
+use shine_bridge::dolphin::menu::{MenuGoal, Task};
 use shine_bridge::dolphin::{css, Dolphin, DolphinConfig, DolphinError, TickSource};
+use shine_bridge::melee::characters::{self, Character};
 use shine_bridge::ram::{addr, pad_block, pad_block_addr, SIM_WINDOW};
 use shine_bridge::sim::Sim;
 use shine_bridge::{Button, Emulator, MatchSetup, Pad, RamView, Stick};
@@ -210,4 +212,59 @@ fn start_up_failures_are_clear_errors() {
     c.cfg.executable = Some(PEER.into());
     c.cfg.image = "/nonexistent/melee.iso".into();
     assert!(matches!(Dolphin::launch(c.cfg), Err(DolphinError::ImageMissing(_))));
+}
+
+/// The in-game characters (internal ids) of the bot's and the CPU's ports.
+fn fighters(d: &Dolphin, setup: MatchSetup) -> (Option<Character>, Option<Character>) {
+    let id = |p: usize| d.ram().player(p).unwrap().fighter().unwrap().map(|f| f.internal_character().unwrap()).and_then(Character::by_internal);
+    (id(setup.agent_port), id(setup.opponent_port))
+}
+
+#[test]
+fn the_menus_are_walked_from_the_title_screen_to_fox_against_marth_at_the_level_asked() {
+    // The disc boots to the title screen; the CPU's slider starts at 2.
+    let setup = MatchSetup { cpu_level: 9, ..MatchSetup::default() };
+    let c = case("menus", "seed = 5\nboot_to = title\ncpu_level_start = 2\n", setup);
+    let mut d = Dolphin::launch(c.cfg.clone()).unwrap_or_else(|e| panic!("{e}"));
+    let goal = MenuGoal { agent_port: setup.agent_port, opponent_port: setup.opponent_port, cpu_level: 9, ..MenuGoal::default() };
+    let (mut steps, mut coin) = (vec![], None);
+    d.navigate(goal, &mut |t| {
+        steps.push(t.task);
+        if t.task == Some(Task::Start) {
+            // Every coin is down: the bot's hand struct says so at +5; its byte at +2,
+            // where the old code looked, does not.
+            let hand = t.ram.u32(css::hand_ptr_addr(setup.agent_port)).unwrap();
+            coin = Some((t.ram.u8(hand + css::HAND_COIN).unwrap(), t.ram.u8(hand + 2).unwrap()));
+        }
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let at = |task| steps.iter().position(|s| *s == Some(task)).unwrap_or_else(|| panic!("{task:?} never began: {steps:?}"));
+    assert!(at(Task::TitleScreen) < at(Task::MainMenu) && at(Task::MainMenu) < at(Task::AgentCoin), "{steps:?}");
+    assert!(at(Task::AgentCoin) < at(Task::Start) && at(Task::Start) < at(Task::StageSelect), "{steps:?}");
+    assert_eq!(steps.last(), Some(&None), "the walk ends in a match");
+    let (placed, at_plus_2) = coin.expect("START was reached");
+    assert_eq!(placed, css::Coin::Placed.byte());
+    assert_ne!(at_plus_2, css::Coin::Placed.byte());
+    // In game: Fox (internal 0x01) for the bot, Marth (0x12) for the CPU, level 9.
+    assert_eq!(fighters(&d, setup), (Some(characters::FOX), Some(characters::MARTH)));
+    assert_eq!(d.ram().u8(css::level_addr(setup.opponent_port)).unwrap(), 9);
+}
+
+#[test]
+fn a_missed_pause_is_retried_and_the_next_match_gets_the_new_level() {
+    let first = MatchSetup { cpu_level: 9, ..MatchSetup::default() };
+    let c = case("pause", "seed = 20\nmissed_pauses = 2\n", first);
+    let mut d = Dolphin::launch(c.cfg.clone()).unwrap_or_else(|e| panic!("{e}"));
+    d.reset(first, 0).unwrap_or_else(|e| panic!("{e}"));
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+    play_and_compare(&mut d, &mut Sim::new(first, 20), 60, &mut rng);
+    // The quit's first two pauses are missed; it presses again until the match is gone.
+    let second = MatchSetup { cpu_level: 3, ..first };
+    d.reset(second, 0).unwrap_or_else(|e| panic!("{e}"));
+    let log = std::fs::read_to_string(d.log_path()).unwrap();
+    assert_eq!(log.matches("missing this pause").count(), 2, "{log}");
+    assert_eq!(d.ram().u8(css::level_addr(second.opponent_port)).unwrap(), 3, "the slider was dragged down to 3");
+    assert_eq!(fighters(&d, second), (Some(characters::FOX), Some(characters::MARTH)));
+    // The match runs at level 3: it equals the simulator's at level 3.
+    play_and_compare(&mut d, &mut Sim::new(second, 21), 200, &mut rng);
 }

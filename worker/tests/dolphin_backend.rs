@@ -24,7 +24,7 @@ fn play_through_the_dolphin_backend_equals_the_simulator() {
     let peer = peer();
     let dir = tempfile::tempdir().unwrap();
     let scenario = dir.path().join("melee.scenario");
-    std::fs::write(&scenario, "seed = 11\ncpu_level = 5\n").unwrap();
+    std::fs::write(&scenario, "seed = 11\n").unwrap();
     let common = ["play", "--policy", "dodge", "--cpu-level", "5", "--episodes", "4", "--seed", "11"];
     let (ok, sim_out, err) = run(&common);
     assert!(ok, "{err}");

@@ -360,19 +360,19 @@ impl Dolphin {
     /// Run the menus until a fresh match is on (Melee only). `trace` hears of every
     /// new step, with what RAM said when it began, and of the match reached (`doctor`
     /// prints them). Returns the frames spent.
-    pub fn navigate(&mut self, goal: MenuGoal, trace: &mut dyn FnMut(MenuTrace)) -> Result<u64, DolphinError> {
+    pub fn navigate(&mut self, goal: MenuGoal, trace: &mut dyn FnMut(MenuTrace<'_>)) -> Result<u64, DolphinError> {
         let mut nav = Navigator::new(goal, self.played);
         let mut last = None;
         for frame in 0..self.cfg.menu_frame_limit {
             match nav.next(self.ram())? {
                 MenuStep::Done => {
                     self.played = false;
-                    trace(MenuTrace { task: None, frame, ram: menu::describe_ram(self.ram(), &goal) });
+                    trace(MenuTrace { task: None, frame, ram: self.ram(), goal: &goal });
                     return Ok(frame);
                 }
                 MenuStep::Press(pads, task) => {
                     if last != Some(task) {
-                        trace(MenuTrace { task: Some(task), frame, ram: menu::describe_ram(self.ram(), &goal) });
+                        trace(MenuTrace { task: Some(task), frame, ram: self.ram(), goal: &goal });
                         last = Some(task);
                     }
                     self.step_pads(&[pads.agent, pads.cpu])?;
@@ -383,14 +383,21 @@ impl Dolphin {
     }
 }
 
-/// One line of a menu walk: a step that began (`task`), or the match reached (`None`).
-#[derive(Debug, Clone)]
-pub struct MenuTrace {
+/// One moment of a menu walk: a step that began (`task`), or the match reached
+/// (`None`), with RAM as it was then.
+pub struct MenuTrace<'a> {
     pub task: Option<Task>,
     /// Frames since the walk began.
     pub frame: u64,
-    /// What RAM said at that frame ([`menu::describe_ram`]).
-    pub ram: String,
+    pub ram: RamView<'a>,
+    pub goal: &'a MenuGoal,
+}
+
+impl MenuTrace<'_> {
+    /// What RAM said, in words ([`menu::describe_ram`]).
+    pub fn said(&self) -> String {
+        menu::describe_ram(self.ram, self.goal)
+    }
 }
 
 /// The ports Shine drives through pipes: the bot's, and for Melee the CPU's (its hand
