@@ -4,9 +4,14 @@
 //! Checks, in order (each later one needs the earlier ones):
 //! 1. Dolphin: `dolphin-emu-nogui` found (or `--dolphin PATH`), and its version.
 //! 2. The image (`--iso`): exists, and its game id is GALE01 (Melee NTSC), revision 2 (1.02).
-//! 3. Boot: Dolphin boots headless a program (`--exec FILE`, or the built-in probe built
+//! 3. Menus (a Melee 1.02 image, without `--exec`): Dolphin boots the disc and the menus
+//!    are walked once into a match, printing each step with what RAM said when it
+//!    began. A walk that reaches the match proves boot, RAM, frames and pipes, so the
+//!    probe checks are skipped; one that fails is followed by them, which tells
+//!    emulator problems from game problems.
+//! 4. Boot: Dolphin boots headless a program (`--exec FILE`, or the built-in probe built
 //!    with gcc-powerpc-linux-gnu), guest RAM is found and mapped, frames tick.
-//! 4. Pipe (the built-in probe only): a pad sent down the pipe shows up in guest RAM.
+//! 5. Pipe (the built-in probe only): a pad sent down the pipe shows up in guest RAM.
 //!
 //! `--exec FILE --peek ADDR` prints the big-endian u32 at ADDR a few times, so a user
 //! can watch live guest memory.
@@ -14,7 +19,7 @@
 use anyhow::{bail, Context};
 use clap::Args;
 use shine_bridge::dolphin::{self, probe, Dolphin, DolphinConfig, Speed};
-use shine_bridge::{Button, Emulator, Pad};
+use shine_bridge::{Button, Emulator, MatchSetup, Pad};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -26,7 +31,8 @@ pub struct DoctorArgs {
     /// The dolphin-emu-nogui to check (default: found on PATH or in /usr/games).
     #[arg(long)]
     pub dolphin: Option<PathBuf>,
-    /// Your Melee image, to check its game id.
+    /// Your Melee image: its game id is checked, then Dolphin boots it and walks the
+    /// menus once into a match, printing what it saw in RAM at each step.
     #[arg(long)]
     pub iso: Option<PathBuf>,
     /// Boot this program (a .dol or .elf) instead of the built-in probe.
@@ -84,14 +90,23 @@ pub fn doctor(args: DoctorArgs) -> anyhow::Result<()> {
             None
         }
     };
-    if let Some(iso) = &args.iso {
-        check_image(&mut r, iso);
-    } else {
-        r.skip("image", "no --iso given (needed for `play --backend dolphin`)");
-    }
-    match &exe {
-        None => r.skip("boot, RAM mapping, pipe", "Dolphin is missing"),
-        Some(exe) => check_boot(&mut r, exe, &args)?,
+    let melee = match &args.iso {
+        Some(iso) => check_image(&mut r, iso),
+        None => {
+            r.skip("image", "no --iso given (needed for `play --backend dolphin`)");
+            false
+        }
+    };
+    match (&exe, &args.iso) {
+        (None, _) => r.skip("menus, boot, RAM mapping, pipe", "Dolphin is missing"),
+        (Some(exe), Some(iso)) if melee && args.exec.is_none() => {
+            if check_menus(&mut r, exe, iso, &args)? {
+                r.skip("boot, frames, pipe", "the menus walk with your disc proved them");
+            } else {
+                check_boot(&mut r, exe, &args)?;
+            }
+        }
+        (Some(exe), _) => check_boot(&mut r, exe, &args)?,
     }
     if r.failed > 0 {
         bail!("{} check(s) failed; see the fixes above", r.failed);
@@ -100,7 +115,8 @@ pub fn doctor(args: DoctorArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn check_image(r: &mut Report, iso: &std::path::Path) {
+/// Whether the image is Melee NTSC 1.02.
+fn check_image(r: &mut Report, iso: &std::path::Path) -> bool {
     match dolphin::image_game_id(iso) {
         Err(e) => r.fail("image", format!("{}: {e}", iso.display()), "pass the path of your Melee NTSC 1.02 disc image"),
         Ok(None) => r.fail(
@@ -111,7 +127,10 @@ fn check_image(r: &mut Report, iso: &std::path::Path) {
         Ok(Some(id)) if id == dolphin::MELEE_GAME_ID => {
             let rev = std::fs::read(iso).ok().and_then(|b| b.get(7).copied());
             match rev {
-                Some(2) => r.ok("image", format!("{id}, revision 2: Melee NTSC 1.02")),
+                Some(2) => {
+                    r.ok("image", format!("{id}, revision 2: Melee NTSC 1.02"));
+                    return true;
+                }
                 other => r.fail(
                     "image",
                     format!("{id}, revision {other:?}: Melee NTSC, but not 1.02"),
@@ -120,6 +139,61 @@ fn check_image(r: &mut Report, iso: &std::path::Path) {
             }
         }
         Ok(Some(id)) => r.fail("image", format!("game id {id} is not Melee NTSC ({})", dolphin::MELEE_GAME_ID), "use Melee NTSC 1.02"),
+    }
+    false
+}
+
+/// Boot the disc and walk the menus once into a match (the paper's setup: Fox on port
+/// 2 against Marth at level 9 on port 1, Final Destination), printing every step.
+/// Returns whether the match was reached.
+fn check_menus(r: &mut Report, exe: &std::path::Path, iso: &std::path::Path, args: &DoctorArgs) -> anyhow::Result<bool> {
+    let work = tempfile::Builder::new().prefix("shd").tempdir_in("/tmp").context("creating a temporary folder")?;
+    let setup = MatchSetup::default();
+    let mut cfg = DolphinConfig::melee(iso, setup);
+    cfg.executable = Some(exe.to_path_buf());
+    cfg.user_dir = Some(work.path().join("u"));
+    // Real time: the walk is a diagnosis, and a free-running Dolphin at full speed
+    // runs several menu frames per decision.
+    cfg.speed = Speed::RealTime;
+    cfg.boot_timeout = Duration::from_secs(args.timeout);
+    let dolphin::Game::Melee(goal) = cfg.game.clone() else { unreachable!("DolphinConfig::melee") };
+    println!(
+        "      menus: booting {} and walking to a match ({} on port {} against {} level {} on port {})",
+        iso.display(),
+        goal.agent_character,
+        goal.agent_port + 1,
+        goal.cpu_character,
+        goal.cpu_level,
+        goal.opponent_port + 1
+    );
+    let walked = Dolphin::launch(cfg).and_then(|mut d| {
+        let frames = d.navigate(goal, &mut |t| match t.task {
+            Some(task) => println!("      {:>6}  {task}: {}", t.frame, t.said()),
+            None => println!("      {:>6}  in the match: {}", t.frame, t.said()),
+        })?;
+        Ok((d, frames))
+    });
+    match walked {
+        Ok((_, frames)) => {
+            r.ok(
+                "menus",
+                format!("reached the match after {frames} frames: {} against {} at level {}", goal.agent_character, goal.cpu_character, goal.cpu_level),
+            );
+            Ok(true)
+        }
+        Err(e) => {
+            // Keep Dolphin's log for the report.
+            let kept = work.keep();
+            r.fail(
+                "menus",
+                e,
+                format!(
+                    "send this whole output and Dolphin's log ({}) with your report (docs/dolphin.md, \"If the menus fail\")",
+                    kept.join("u/dolphin.log").display()
+                ),
+            );
+            Ok(false)
+        }
     }
 }
 

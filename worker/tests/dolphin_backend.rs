@@ -73,6 +73,36 @@ fn doctor_checks_an_image_game_id() {
 }
 
 #[test]
+fn doctor_with_a_disc_walks_the_menus_and_prints_what_ram_said_at_each_step() {
+    // The peer stands in for Dolphin; its scenario file starts with a Melee 1.02 disc
+    // header, so the image check passes, and it boots to the title screen.
+    let dir = tempfile::tempdir().unwrap();
+    let iso = dir.path().join("melee.iso");
+    std::fs::write(&iso, "GALE01\x00\x02\nseed = 3\nboot_to = title\ncpu_level_start = 4\n").unwrap();
+    let (ok, out, err) = run(&["doctor", "--dolphin", peer().to_str().unwrap(), "--iso", iso.to_str().unwrap()]);
+    assert!(ok, "{out}\n{err}");
+    let at = |needle: &str| out.find(needle).unwrap_or_else(|| panic!("missing {needle:?} in:\n{out}"));
+    // Each step in the order the game meets them, with the RAM it saw.
+    let order = [
+        "ok    image: GALE01, revision 2",
+        "title screen: pressing START: scene 0/0",
+        "main menu: choosing VS mode, then Melee: scene 1/0; submenu 0, selection 0",
+        "character select: the bot's hand placing its coin: scene 2/0; bot port 2: hand (",
+        "CPU level 4",
+        "character select: START once the ready banner shows",
+        "stage select: moving to the stage, A: scene 2/1",
+        "in the match: scene 2/2; bot port 2: Fox (internal 0x01)",
+        "ok    menus: reached the match after",
+        "skip  boot, frames, pipe: the menus walk with your disc proved them",
+        "all checks passed",
+    ];
+    for pair in order.windows(2) {
+        assert!(at(pair[0]) < at(pair[1]), "{:?} before {:?} in:\n{out}", pair[0], pair[1]);
+    }
+    assert!(out.contains("CPU port 1: Marth (internal 0x12)"), "{out}");
+}
+
+#[test]
 fn doctor_with_real_dolphin_reports_each_check_and_peeks() {
     if std::env::var_os("SHINE_SKIP_REAL_DOLPHIN").is_some_and(|v| v == "1") {
         eprintln!("SKIPPED: real-Dolphin test disabled by SHINE_SKIP_REAL_DOLPHIN=1");

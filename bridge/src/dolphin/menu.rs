@@ -160,7 +160,8 @@ pub enum MenuError {
     WrongCharacters { agent: String, cpu: String, want_agent: Character, want_cpu: Character },
 }
 
-/// A one-line account of what RAM says, for errors and `doctor`.
+/// A one-line account of what RAM says, for errors and `doctor` (ports counted from 1,
+/// as the game shows them).
 pub fn describe_ram(ram: RamView, goal: &MenuGoal) -> String {
     let (major, minor) = match css::scene(ram) {
         Ok(s) => s,
@@ -168,20 +169,21 @@ pub fn describe_ram(ram: RamView, goal: &MenuGoal) -> String {
     };
     let mut out = format!("scene {major}/{minor}");
     let port_line = |name: &str, p: usize| -> String {
+        let n = p + 1;
         match css::port(ram, p) {
             Ok(v) => {
                 let hand = v.hand.map_or("no hand".to_string(), |(x, y)| format!("hand ({x:.1}, {y:.1})"));
                 format!(
-                    "; {name} port {p}: {hand}, coin {:?}, slot {:?}, icon {:#04x} ({}), CPU level {}{}",
+                    "; {name} port {n}: {hand}, coin {:?}, slot {:?}, icon {:#04x}{}, CPU level {}{}",
                     v.coin,
                     v.slot,
                     v.icon,
-                    describe(Character::by_icon(v.icon), u32::from(v.icon)),
+                    Character::by_icon(v.icon).map_or(String::new(), |c| format!(" ({c})")),
                     v.cpu_level,
                     if v.holding_slider { ", holding the slider" } else { "" }
                 )
             }
-            Err(e) => format!("; {name} port {p}: unreadable ({e})"),
+            Err(e) => format!("; {name} port {n}: unreadable ({e})"),
         }
     };
     match (major, minor) {
@@ -203,16 +205,17 @@ pub fn describe_ram(ram: RamView, goal: &MenuGoal) -> String {
         }
         (scene::MAJOR_VS, scene::IN_GAME | scene::SUDDEN_DEATH) => {
             for (name, p) in [("bot", goal.agent_port), ("CPU", goal.opponent_port)] {
+                let n = p + 1;
                 out += &match ram.player(p).and_then(|pl| pl.fighter()) {
                     Ok(Some(f)) => {
                         let id = f.internal_character().unwrap_or(u32::MAX);
                         format!(
-                            "; {name} port {p}: {} (internal {id:#04x}), action {:#x}",
+                            "; {name} port {n}: {} (internal {id:#04x}), action {:#x}",
                             describe(Character::by_internal(id), id),
                             f.action_state().unwrap_or(u32::MAX)
                         )
                     }
-                    _ => format!("; {name} port {p}: no fighter"),
+                    _ => format!("; {name} port {n}: no fighter"),
                 };
             }
         }
