@@ -31,6 +31,7 @@
 //! | `no_frames` | create it but never tick (tests "frame counter never moved") |
 //! | `crash_after` | abort after this many frames of play (tests "Dolphin died") |
 
+mod layout;
 mod menus;
 
 use menus::{MenuScenario, Menus, Screen};

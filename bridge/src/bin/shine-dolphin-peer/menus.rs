@@ -1,15 +1,14 @@
 //! The peer's Melee: title screen, main menu, character select, stage select, the
 //! match (the embedded simulator) with its pause, and the results, written into RAM
-//! with the layout of `shine_bridge::dolphin::css` (the references' layout, not the
-//! navigator's guesses: each port has its own hand on its own pipe, the slot byte is
-//! in icon order, the coin state is at +5 of the hand struct, a CPU's level is set by
-//! dragging its slider, START needs the ready banner, a pause can be missed).
+//! with the references' layout ([`super::layout`], the peer's own copy): each port has
+//! its own hand on its own pipe, the slot byte is in icon order, the coin state is at
+//! +5 of the hand struct, a CPU's level is set by dragging its slider, START needs the
+//! ready banner, a pause can be missed.
 //!
 //! Hands move by their port's stick (Melee's dead zone, [`HAND_SPEED`] units a frame at
 //! full tilt); menus act on presses (a button down now and up the frame before).
 
-use shine_bridge::dolphin::css::{self, main_menu, scene, Coin, SlotType};
-use shine_bridge::melee::characters::{Character, ROSTER};
+use super::layout::{self as lay, CPU, HUMAN, OFF};
 use shine_bridge::ram::{addr, fighter, static_block, static_player, RamMut};
 use shine_bridge::sim::Sim;
 use shine_bridge::{Button, Emulator, MatchSetup, Pad};
@@ -19,7 +18,7 @@ pub const HAND_SPEED: f32 = 1.0;
 /// Melee's analog dead zone (of the -1..1 range).
 const DEAD_ZONE: f32 = 0.2875;
 /// Frames the "ready to fight" banner takes to swoop in (10 to 0).
-const BANNER_FRAMES: u8 = css::READY_HIDDEN;
+const BANNER_FRAMES: u8 = lay::READY_HIDDEN;
 /// Frames the stage-select screen ignores input while it fades in.
 const STAGE_FADE: u32 = 20;
 /// Where the peer keeps its heap structs (outside the simulator's RAM window).
@@ -54,7 +53,8 @@ struct Port {
     placed: Option<u8>,
     /// The slot byte: the icon hovered with the coin in hand, else the one placed on.
     icon: u8,
-    slot: SlotType,
+    /// Slot type byte: human, CPU, off.
+    slot: u8,
     level: u8,
     holding_slider: bool,
 }
@@ -88,7 +88,7 @@ pub struct Menus {
     missed_left: u32,
     matches: u64,
     /// The characters of the match on (bot's port, CPU's port), for the fighter ids.
-    cast: Option<[(usize, Character); 2]>,
+    cast: Option<[(usize, u8); 2]>,
 }
 
 fn deflection(v: f32) -> f32 {
@@ -106,7 +106,7 @@ fn near(at: (f32, f32), target: (f32, f32), half: (f32, f32)) -> bool {
 
 /// The icon under a hand (icons are 7 units square around their centres).
 fn icon_at(at: (f32, f32)) -> Option<u8> {
-    ROSTER.iter().find(|c| near(at, c.icon_centre(), (3.5, 3.5))).map(|c| c.icon)
+    (0..lay::GRID.len() as u8).find(|&i| near(at, lay::icon_centre(i), (3.5, 3.5)))
 }
 
 impl Menus {
@@ -117,7 +117,7 @@ impl Menus {
             holding_coin: plugged[p],
             placed: None,
             icon: 0x21, // nothing hovered yet
-            slot: if plugged[p] { SlotType::Human } else { SlotType::Off },
+            slot: if plugged[p] { HUMAN } else { OFF },
             level: scen.cpu_level_start,
             holding_slider: false,
         });
@@ -131,7 +131,7 @@ impl Menus {
     }
 
     pub fn is_cpu(&self, port: usize) -> bool {
-        self.ports[port].slot == SlotType::Cpu
+        self.ports[port].slot == CPU
     }
 
     pub fn in_game(&self) -> bool {
@@ -146,7 +146,7 @@ impl Menus {
         let screen = std::mem::replace(&mut self.screen, Screen::Boot);
         self.screen = match screen {
             Screen::Boot => Screen::Boot,
-            Screen::Title if any(Button::Start) => Screen::MainMenu { sub: main_menu::TOP, sel: 0 },
+            Screen::Title if any(Button::Start) => Screen::MainMenu { sub: lay::TOP, sel: 0 },
             Screen::Title => Screen::Title,
             Screen::MainMenu { sub, sel } => self.main_menu(sub, sel, pads, &pressed),
             Screen::Css => self.css(pads, &pressed),
@@ -192,16 +192,16 @@ impl Menus {
                 0
             }
         };
-        let items = if sub == main_menu::TOP { 5 } else { 3 };
+        let items = if sub == lay::TOP { 5 } else { 3 };
         let moved: i32 = (0..4).map(push).sum();
         let sel = (i32::from(sel) - moved).rem_euclid(items) as u8; // down is +1
         let a = (0..4).any(|p| pressed(p, Button::A));
         let b = (0..4).any(|p| pressed(p, Button::B));
         match (sub, a, b) {
-            (main_menu::TOP, true, _) if sel == main_menu::TOP_VS_MODE => Screen::MainMenu { sub: main_menu::VS, sel: 0 },
-            (main_menu::TOP, true, _) => Screen::MainMenu { sub: 1 + sel, sel: 0 }, // another mode's submenu
-            (main_menu::VS, true, _) if sel == main_menu::VS_MELEE => Screen::Css,
-            (s, _, true) if s != main_menu::TOP => Screen::MainMenu { sub: main_menu::TOP, sel: 0 },
+            (lay::TOP, true, _) if sel == 1 => Screen::MainMenu { sub: lay::VS, sel: 0 },
+            (lay::TOP, true, _) => Screen::MainMenu { sub: 1 + sel, sel: 0 }, // another mode's submenu
+            (lay::VS, true, _) if sel == 0 => Screen::Css,
+            (s, _, true) if s != lay::TOP => Screen::MainMenu { sub: lay::TOP, sel: 0 },
             _ => Screen::MainMenu { sub, sel },
         }
     }
@@ -215,30 +215,30 @@ impl Menus {
             port.hand = ((me.hand.0 + dx).clamp(-35.0, 35.0), (me.hand.1 + dy).clamp(-25.0, 25.0));
             if port.holding_slider {
                 // The token follows the hand along the slider; the level is where it is.
-                let base = css::slider_token(p, 1).0;
-                let token = port.hand.0.clamp(base, base + css::SLIDER_OFFSETS[8]);
+                let base = lay::slider(p, 1).0;
+                let token = port.hand.0.clamp(base, base + lay::SLIDER_OFFSETS[8]);
                 port.level = (0..9)
-                    .min_by(|&a, &b| (base + css::SLIDER_OFFSETS[a] - token).abs().total_cmp(&(base + css::SLIDER_OFFSETS[b] - token).abs()))
+                    .min_by(|&a, &b| (base + lay::SLIDER_OFFSETS[a] - token).abs().total_cmp(&(base + lay::SLIDER_OFFSETS[b] - token).abs()))
                     .unwrap() as u8
                     + 1;
             }
             if pressed(p, Button::A) {
-                let toggled = (0..4).find(|&q| near(port.hand, css::toggle(q), (3.0, 1.5)) && self.ports[q].plugged);
+                let toggled = (0..4).find(|&q| near(port.hand, lay::toggle(q), (3.0, 1.5)) && self.ports[q].plugged);
                 if port.holding_slider {
                     port.holding_slider = false;
                 } else if let Some(q) = toggled {
                     // HMN -> CPU -> off -> HMN, as the game's toggle cycles.
                     let next = match self.ports[q].slot {
-                        SlotType::Human => SlotType::Cpu,
-                        SlotType::Cpu => SlotType::Off,
-                        _ => SlotType::Human,
+                        HUMAN => CPU,
+                        CPU => OFF,
+                        _ => HUMAN,
                     };
                     if q == p {
                         port.slot = next;
                     } else {
                         self.ports[q].slot = next;
                     }
-                } else if port.slot == SlotType::Cpu && near(port.hand, css::slider_token(p, port.level), (1.5, 1.5)) {
+                } else if port.slot == CPU && near(port.hand, lay::slider(p, port.level), (1.5, 1.5)) {
                     port.holding_slider = true;
                 } else if let (true, Some(icon)) = (port.holding_coin, icon_at(port.hand)) {
                     port.holding_coin = false;
@@ -257,10 +257,10 @@ impl Menus {
             }
             self.ports[p] = port;
         }
-        let playing: Vec<usize> = (0..4).filter(|&p| self.ports[p].slot != SlotType::Off && self.ports[p].plugged).collect();
+        let playing: Vec<usize> = (0..4).filter(|&p| self.ports[p].slot != OFF && self.ports[p].plugged).collect();
         let ready = playing.len() >= 2 && playing.iter().all(|&p| self.ports[p].placed.is_some() && !self.ports[p].holding_slider);
         self.banner = if ready { self.banner.saturating_sub(1) } else { BANNER_FRAMES };
-        if self.banner == css::READY_SHOWN && (0..4).any(|p| pressed(p, Button::Start)) {
+        if self.banner == 0 && (0..4).any(|p| pressed(p, Button::Start)) {
             return Screen::Stage { frames: 0, cursor: (0.0, 0.0) };
         }
         Screen::Css
@@ -274,7 +274,7 @@ impl Menus {
         for pad in pads.iter().flatten() {
             at = ((at.0 + deflection(pad.main.x) * HAND_SPEED).clamp(-30.0, 30.0), (at.1 + deflection(pad.main.y) * HAND_SPEED).clamp(-20.0, 20.0));
         }
-        if (0..4).any(|p| pressed(p, Button::A)) && near(at, css::FINAL_DESTINATION, (3.0, 2.5)) {
+        if (0..4).any(|p| pressed(p, Button::A)) && near(at, lay::FINAL_DESTINATION, (3.0, 2.5)) {
             return self.start_match();
         }
         Screen::Stage { frames: frames + 1, cursor: at }
@@ -283,24 +283,24 @@ impl Menus {
     /// The match the character-select screen set up: the human port with its coin down
     /// is the bot's, the CPU port the opponent, at the level its slider shows.
     fn start_match(&mut self) -> Screen {
-        let human = (0..4).find(|&p| self.ports[p].plugged && self.ports[p].slot == SlotType::Human);
-        let cpu = (0..4).find(|&p| self.ports[p].plugged && self.ports[p].slot == SlotType::Cpu);
+        let human = (0..4).find(|&p| self.ports[p].plugged && self.ports[p].slot == HUMAN);
+        let cpu = (0..4).find(|&p| self.ports[p].plugged && self.ports[p].slot == CPU);
         let (Some(agent), Some(cpu)) = (human, cpu) else {
             eprintln!("peer: a match needs one human and one CPU port; staying on stage select");
-            return Screen::Stage { frames: STAGE_FADE, cursor: css::FINAL_DESTINATION };
+            return Screen::Stage { frames: STAGE_FADE, cursor: lay::FINAL_DESTINATION };
         };
         let setup = MatchSetup { agent_port: agent, opponent_port: cpu, cpu_level: self.ports[cpu].level, stocks: self.scen.stocks };
-        let chosen = |p: usize| self.ports[p].placed.and_then(Character::by_icon).expect("a placed coin is on an icon");
+        let chosen = |p: usize| self.ports[p].placed.expect("both coins are down");
         self.cast = Some([(agent, chosen(agent)), (cpu, chosen(cpu))]);
         let sim = match Sim::try_new(setup, self.scen.seed.wrapping_add(self.matches)) {
             Ok(sim) => sim,
             Err(e) => {
                 eprintln!("peer: cannot start the match {setup:?}: {e}");
-                return Screen::Stage { frames: STAGE_FADE, cursor: css::FINAL_DESTINATION };
+                return Screen::Stage { frames: STAGE_FADE, cursor: lay::FINAL_DESTINATION };
             }
         };
         self.matches += 1;
-        eprintln!("peer: match {} starts: {setup:?}, {} vs {}", self.matches, chosen(agent), chosen(cpu));
+        eprintln!("peer: match {} starts: {setup:?}, {} vs {}", self.matches, lay::GRID[usize::from(chosen(agent))].0, lay::GRID[usize::from(chosen(cpu))].0);
         Screen::InGame { sim: Box::new(sim), paused: false }
     }
 
@@ -309,60 +309,61 @@ impl Menus {
     pub fn publish(&self, w: &mut RamMut) {
         let (major, minor) = match self.screen {
             Screen::Boot => (0x28, 0), // the boot scene: neither a menu nor a match
-            Screen::Title => (scene::MAJOR_TITLE, 0),
-            Screen::MainMenu { .. } => (scene::MAJOR_MAIN_MENU, 0),
-            Screen::Css => (scene::MAJOR_VS, scene::CSS),
-            Screen::Stage { .. } => (scene::MAJOR_VS, scene::STAGE_SELECT),
-            Screen::InGame { .. } => (scene::MAJOR_VS, scene::IN_GAME),
-            Screen::Results => (scene::MAJOR_VS, scene::POSTGAME),
+            Screen::Title => (0, 0),
+            Screen::MainMenu { .. } => (1, 0),
+            Screen::Css => (2, 0),
+            Screen::Stage { .. } => (2, 1),
+            Screen::InGame { .. } => (2, 2),
+            Screen::Results => (2, 4),
         };
         let _ = w.set_u8(addr::SCENE, major);
         let _ = w.set_u8(addr::MENU, minor);
         // Slots and levels live outside the match's RAM window and always hold.
         for (p, port) in self.ports.iter().enumerate() {
-            let _ = w.set_u8(css::slot_addr(p, css::SLOT_TYPE), port.slot.byte());
-            let _ = w.set_u8(css::slot_addr(p, css::SLOT_ICON), port.icon);
-            let _ = w.set_u8(css::slot_addr(p, css::SLOT_HOLDING_SLIDER), port.holding_slider as u8);
-            let _ = w.set_u8(css::level_addr(p), port.level);
+            let _ = w.set_u8(lay::slot(p, 0), port.slot);
+            let _ = w.set_u8(lay::slot(p, 2), port.icon);
+            let _ = w.set_u8(lay::slot(p, 6), port.holding_slider as u8);
+            let _ = w.set_u8(lay::level(p), port.level);
         }
         match &self.screen {
             Screen::MainMenu { sub, sel } => {
-                let _ = w.set_u8(main_menu::SUBMENU, *sub);
-                let _ = w.set_u8(main_menu::SELECTION, *sel);
+                let _ = w.set_u8(lay::SUBMENU, *sub);
+                let _ = w.set_u8(lay::SELECTION, *sel);
             }
             Screen::Css => {
                 for (p, port) in self.ports.iter().enumerate() {
                     let h = HANDS + 0x100 * p as u32;
-                    let coin = match (port.plugged, port.holding_coin) {
-                        (false, _) => Coin::Unplugged,
-                        (true, true) => Coin::InHand,
+                    let state = match (port.plugged, port.holding_coin) {
+                        (false, _) => lay::STATE_UNPLUGGED,
+                        (true, true) => lay::STATE_HOLDING,
                         // An empty hand is a pointer on the panels below the grid.
-                        (true, false) if port.hand.1 < 0.0 => Coin::None,
-                        (true, false) => Coin::Placed,
+                        (true, false) if port.hand.1 < 0.0 => lay::STATE_POINTING,
+                        (true, false) => lay::STATE_PLACED,
                     };
-                    let _ = w.set_u32(css::hand_ptr_addr(p), h);
+                    let _ = w.set_u32(lay::HAND_PTRS + 4 * p as u32, h);
                     let _ = w.set_u32(h, HAND_GOBJ);
-                    let _ = w.set_u8(h + 4, p as u8);
-                    let _ = w.set_u8(h + css::HAND_COIN, coin.byte());
-                    let _ = w.set_f32(h + css::HAND_X, port.hand.0);
-                    let _ = w.set_f32(h + css::HAND_Y, port.hand.1);
+                    let _ = w.set_u8(h + lay::HAND_PORT, p as u8);
+                    let _ = w.set_u8(h + lay::HAND_STATE, state);
+                    let _ = w.set_f32(h + lay::HAND_X, port.hand.0);
+                    let _ = w.set_f32(h + lay::HAND_Y, port.hand.1);
                 }
-                let _ = w.set_u8(css::READY_BANNER, self.banner);
+                let _ = w.set_u8(lay::READY, self.banner);
             }
             Screen::Stage { frames, cursor } => {
-                let _ = w.set_u32(css::SSS_ROOT, SSS_BLOCKS[0]);
-                let _ = w.set_u32(SSS_BLOCKS[0] + css::SSS_CHAIN[0], SSS_BLOCKS[1]);
+                let _ = w.set_u32(lay::SSS_ROOT, SSS_BLOCKS[0]);
+                let _ = w.set_u32(SSS_BLOCKS[0] + 0x10, SSS_BLOCKS[1]);
                 // The cursor object appears once the screen has faded in.
-                let _ = w.set_u32(SSS_BLOCKS[1] + css::SSS_CHAIN[1], if *frames > 0 { SSS_BLOCKS[2] } else { 0 });
-                let _ = w.set_f32(SSS_BLOCKS[2] + css::SSS_X, cursor.0);
-                let _ = w.set_f32(SSS_BLOCKS[2] + css::SSS_Y, cursor.1);
+                let _ = w.set_u32(SSS_BLOCKS[1] + 0x28, if *frames > 0 { SSS_BLOCKS[2] } else { 0 });
+                let _ = w.set_f32(SSS_BLOCKS[2] + 0x38, cursor.0);
+                let _ = w.set_f32(SSS_BLOCKS[2] + 0x3C, cursor.1);
             }
             Screen::InGame { sim, .. } => {
-                for (p, who) in self.cast.iter().flatten() {
+                for (p, icon) in self.cast.iter().flatten() {
+                    let (_, external, internal) = lay::GRID[usize::from(*icon)];
                     let b = static_block(*p);
-                    let _ = w.set_u32(b + static_player::CHARACTER, u32::from(who.external));
+                    let _ = w.set_u32(b + static_player::CHARACTER, u32::from(external));
                     if let Ok(f) = sim.ram().u32(b + static_player::FIGHTER_PTR) {
-                        let _ = w.set_u32(f + fighter::INTERNAL_CHARACTER, u32::from(who.internal));
+                        let _ = w.set_u32(f + fighter::INTERNAL_CHARACTER, u32::from(internal));
                     }
                 }
             }
