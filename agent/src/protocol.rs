@@ -69,6 +69,10 @@ pub struct Heartbeat {
     pub skipped_frames: u64,
     #[serde(default)]
     pub episodes: u64,
+    /// Episodes cut short because the game ran on while the bot did not decide (a
+    /// paused worker on Dolphin); they are not in `episodes`.
+    #[serde(default)]
+    pub episodes_cut: u64,
     /// The model the worker plays with.
     #[serde(default)]
     pub model_version: u64,

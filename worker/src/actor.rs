@@ -339,6 +339,18 @@ impl Round<'_> {
                     }
                 }
             }
+            Reply::Cut { skipped, skipped_total } => {
+                // A truncation at the last state the bot decided on: the transitions
+                // already complete are kept; the step across the pause, and the
+                // decisions still short of their n rewards, are not (as at a time
+                // limit). The episode is not reported: it has no outcome.
+                counters.skipped_frames.fetch_add(skipped_total.saturating_sub(s.skipped), Relaxed);
+                s.skipped = skipped_total;
+                counters.episodes_cut.fetch_add(1, Relaxed);
+                counters.incomplete.fetch_add(s.nstep.clear() as u64 + s.pending.take().is_some() as u64, Relaxed);
+                tracing::info!(env = i, skipped, "the game ran on without the bot (paused worker): episode cut at the last decision");
+                s.start_episode(cfg);
+            }
             Reply::Failed(e) => {
                 s.failures += 1;
                 counters.incomplete.fetch_add(s.nstep.clear() as u64 + s.pending.is_some() as u64, Relaxed);

@@ -117,6 +117,7 @@ pub async fn heartbeats(session: Session, request: RegisterRequest, reg: Registr
                 env_fps: (frames - last_frames) as f64 / now.duration_since(last_t).as_secs_f64().max(1e-3),
                 skipped_frames: counters.skipped_frames.load(Relaxed),
                 episodes: counters.episodes.load(Relaxed),
+                episodes_cut: counters.episodes_cut.load(Relaxed),
                 model_version: counters.model_version.load(Relaxed),
                 spooled_batches: uploads.spooled_batches.load(Relaxed),
             };

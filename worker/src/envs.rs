@@ -2,9 +2,17 @@
 //! doing what the actor commands and answering with what happened.
 //!
 //! ```text
-//! actor ─ Cmd::Reset | Cmd::Step(action, live decision) ─► env thread i ─► Reply::{Ready, Stepped, Failed, Fatal}
+//! actor ─ Cmd::Reset | Cmd::Step(action, live decision) ─► env thread i ─► Reply::{Ready, Stepped, Cut, Failed, Fatal}
 //! ```
 //! The loop ends when the actor drops its command sender (shutdown).
+//!
+//! **A pause cuts the episode.** An emulator that runs on while the bot does not decide
+//! (Dolphin, while the actor waits on a busy manager, a slow model swap or a stalled
+//! machine) plays frames on a stale pad. A step during which [`CUT_AFTER_FRAMES`] or
+//! more such frames ran is not a decision the bot made: it is answered
+//! [`Reply::Cut`], and the actor ends the episode there as a truncation at the last
+//! state the bot decided on. The simulator holds still while nobody steps it, so it is
+//! never cut.
 
 use crate::live::{LiveDecision, LiveTap, Pacer};
 use shine_agent::env::Step;
@@ -29,10 +37,20 @@ pub enum Cmd {
     Step(usize, Option<LiveDecision>),
 }
 
+/// Frames run without the bot's decision, within one step, that make it a pause rather
+/// than a few skipped frames: half a second of game time.
+pub const CUT_AFTER_FRAMES: u64 = 30;
+
 pub enum Reply {
     Ready(Observation),
     Stepped {
         step: Step,
+        skipped_total: u64,
+    },
+    /// The step ran across a pause (`skipped` frames without a decision): its outcome
+    /// is not the bot's, and the episode ends before it.
+    Cut {
+        skipped: u64,
         skipped_total: u64,
     },
     /// The emulator failed; the environment can be reset.
@@ -64,8 +82,11 @@ pub fn env_thread<E: Emulator>(
         let reply = match cmd {
             Cmd::Reset { cpu_level, seed } => env.reset(cpu_level, seed).map(Reply::Ready),
             Cmd::Step(a, decision) => {
+                let skipped_before = env.emulator().skipped_frames();
+                let mut paced = false;
                 let stepped = match (&live, decision) {
                     (Some(tap), Some(d)) if tap.watched() => {
+                        paced = true;
                         tap.set_decision(&d);
                         // Each frame waits for its turn at 60 fps, then goes to the browser.
                         env.step_with(a, |obs| {
@@ -78,7 +99,13 @@ pub fn env_thread<E: Emulator>(
                         env.step(a)
                     }
                 };
-                stepped.map(|step| Reply::Stepped { step, skipped_total: env.emulator().skipped_frames() })
+                let skipped_total = env.emulator().skipped_frames();
+                let skipped = skipped_total - skipped_before;
+                // A step paced to real time for the live view waits between frames on
+                // purpose; a free-running emulator runs on meanwhile, which is the
+                // watcher's doing, not a pause of the worker's.
+                let cut = skipped >= CUT_AFTER_FRAMES && !paced;
+                stepped.map(|step| if cut { Reply::Cut { skipped, skipped_total } } else { Reply::Stepped { step, skipped_total } })
             }
         };
         let reply = reply.unwrap_or_else(|e| Reply::Failed(e.to_string()));

@@ -55,6 +55,8 @@ pub struct RunStats {
     pub worker_id: u32,
     pub frames: u64,
     pub episodes: u64,
+    /// Episodes cut short by a pause (Dolphin: the game ran on while the bot did not decide).
+    pub episodes_cut: u64,
     /// Transitions the actor produced in this run.
     pub transitions_generated: u64,
     /// Transitions the manager accepted (counting batches spooled by earlier runs).
@@ -79,6 +81,7 @@ fn run_stats(identity: &Identity, c: &ActorCounters, u: &UploadStats) -> RunStat
         worker_id: identity.worker_id(),
         frames: c.frames.load(Relaxed),
         episodes: c.episodes.load(Relaxed),
+        episodes_cut: c.episodes_cut.load(Relaxed),
         transitions_generated: c.transitions.load(Relaxed),
         transitions_uploaded: u.transitions_uploaded.load(Relaxed),
         batches_uploaded: u.batches_uploaded.load(Relaxed),

@@ -71,10 +71,12 @@ pub struct ActorCounters {
     pub frames: AtomicU64,
     pub skipped_frames: AtomicU64,
     pub episodes: AtomicU64,
+    /// Episodes ended early because the game ran on while the bot did not decide.
+    pub episodes_cut: AtomicU64,
     /// Transitions handed to the uploader.
     pub transitions: AtomicU64,
-    /// Decisions that never became transitions (time-limit cut with n > 1, emulator
-    /// failures, shutdown with n > 1).
+    /// Decisions that never became transitions (time-limit cut with n > 1, a cut
+    /// episode, emulator failures, shutdown with n > 1).
     pub incomplete: AtomicU64,
     /// Episode reports dropped because the report queue was full.
     pub reports_dropped: AtomicU64,

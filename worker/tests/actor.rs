@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{model, Scripted, AGENT_PERCENT};
+use common::{model, Scripted, AGENT_PERCENT, OPPONENT_X, PAUSE_FRAMES};
 use shine_agent::experience::{col, TRANSITION_FLOATS};
 use shine_agent::model::{QNet, Scratch};
 use shine_agent::protocol::EpisodeReport;
@@ -47,6 +47,16 @@ struct Played {
 
 /// Run the actor until `enough(reports)` holds, then stop it and collect everything.
 fn play(cfg: ActorConfig, epsilon: f64, enough: impl Fn(&[EpisodeReport]) -> bool) -> Played {
+    play_game(cfg, epsilon, |_| Scripted::new(MatchSetup::default(), schedule), |r, _| enough(r))
+}
+
+/// [`play`] with another scripted game, until `enough(reports, counters)` holds.
+fn play_game(
+    cfg: ActorConfig,
+    epsilon: f64,
+    game: fn(usize) -> Scripted,
+    enough: impl Fn(&[EpisodeReport], &ActorCounters) -> bool,
+) -> Played {
     let (batch_tx, mut batch_rx) = tokio::sync::mpsc::channel(1 << 16);
     let (ep_tx, mut ep_rx) = tokio::sync::mpsc::channel(1 << 16);
     let (_model_tx, model_rx) = tokio::sync::mpsc::channel(1);
@@ -57,16 +67,18 @@ fn play(cfg: ActorConfig, epsilon: f64, enough: impl Fn(&[EpisodeReport]) -> boo
         let (counters, cancel) = (counters.clone(), cancel.clone());
         let io = ActorIo { batches: batch_tx, episodes: ep_tx, models: model_rx, live: None };
         std::thread::spawn(move || {
-            run_actor(cfg, |_| Ok(Scripted::new(MatchSetup::default(), schedule)), Model { net: model(1), version: 1 }, io, counters, cancel)
+            run_actor(cfg, move |i| Ok(game(i)), Model { net: model(1), version: 1 }, io, counters, cancel)
         })
     };
     let mut reports = Vec::new();
-    while !enough(&reports) {
-        match ep_rx.blocking_recv() {
-            Some(r) => reports.push(r),
-            None => break,
+    let started = std::time::Instant::now();
+    while !enough(&reports, &counters) {
+        match ep_rx.try_recv() {
+            Ok(r) => reports.push(r),
+            Err(tokio::sync::mpsc::error::TryRecvError::Empty) => std::thread::sleep(std::time::Duration::from_millis(2)),
+            Err(tokio::sync::mpsc::error::TryRecvError::Disconnected) => break,
         }
-        assert!(reports.len() < 10_000, "never had enough episodes");
+        assert!(reports.len() < 10_000 && started.elapsed().as_secs() < 120, "never had enough episodes");
     }
     cancel.cancel();
     actor.join().unwrap().expect("the actor stops cleanly");
@@ -158,4 +170,28 @@ fn n_step_rows_drop_the_unfinished_tail_of_time_limited_episodes() {
     let incomplete = p.counters.incomplete.load(Relaxed);
     assert!(incomplete >= 2 * survived && incomplete <= 2 * survived + 2 * 3, "{incomplete} incomplete for {survived} time limits");
     assert!(p.rows.iter().any(|r| r[col::REWARD] > 1.5 / 60.0), "some rows sum several rewards");
+}
+
+#[test]
+fn a_pause_cuts_the_episode_at_the_last_decision_and_no_transition_spans_it() {
+    // At frame 50 of every episode the game runs 60 frames without the bot (a Dolphin
+    // that ran on while the worker waited). Episodes hit before frame 50 end normally.
+    let game = |_| Scripted::pausing_at(MatchSetup::default(), schedule, 50);
+    let p = play_game(config(2, 0.0), 0.5, game, |_, c| c.episodes_cut.load(Relaxed) >= 8);
+    let cut = p.counters.episodes_cut.load(Relaxed);
+    assert!(cut >= 8);
+    // The opponent's x is a clock (one unit a frame, mod 120): a transition's frames are
+    // its macro's, never the pause's.
+    let frames = |row: &[f32; TRANSITION_FLOATS]| {
+        let (x0, x1) = (row[col::STATE + OPPONENT_X] * 500.0, row[col::NEXT_STATE + OPPONENT_X] * 500.0);
+        ((x1 - x0).round() as i64).rem_euclid(120)
+    };
+    assert!(!p.rows.is_empty());
+    for row in &p.rows {
+        assert!(frames(row) < i64::from(PAUSE_FRAMES), "a transition spans the pause: {} frames", frames(row));
+    }
+    // Cut episodes are not reported as episodes (they have no outcome), and nothing
+    // after a pause is kept: every report is an episode hit before its pause.
+    assert!(p.reports.iter().all(|r| !r.survived && r.frames <= 50 + 1), "{:?}", p.reports);
+    assert!(p.counters.incomplete.load(Relaxed) >= cut, "each cut drops at least the decision across the pause");
 }

@@ -20,16 +20,30 @@ pub struct Scripted {
     frame: u32,
     hit_at: Option<u32>,
     schedule: Schedule,
+    /// At this frame of every episode the game runs [`PAUSE_FRAMES`] frames on its own
+    /// (as Dolphin does while the worker waits), counted as skipped.
+    pause_at: Option<u32>,
+    skipped: u64,
 }
+
+/// How long a scripted pause lasts, in frames.
+pub const PAUSE_FRAMES: u32 = 60;
+/// State index of the opponent's x: it moves one unit a frame (mod 120), a clock.
+pub const OPPONENT_X: usize = shine_agent::state::idx::X;
 
 /// State index of the agent's percent (second player block).
 pub const AGENT_PERCENT: usize = 13 + shine_agent::state::idx::PERCENT;
 
 impl Scripted {
     pub fn new(setup: MatchSetup, schedule: Schedule) -> Self {
-        let mut s = Scripted { img: RamImage::sim(), setup, frame: 0, hit_at: None, schedule };
+        let mut s = Scripted { img: RamImage::sim(), setup, frame: 0, hit_at: None, schedule, pause_at: None, skipped: 0 };
         s.write();
         s
+    }
+
+    /// The same game, with a pause at `frame` of every episode.
+    pub fn pausing_at(setup: MatchSetup, schedule: Schedule, frame: u32) -> Self {
+        Scripted { pause_at: Some(frame), ..Scripted::new(setup, schedule) }
     }
 
     fn write(&mut self) {
@@ -63,9 +77,16 @@ impl Emulator for Scripted {
         Ok(())
     }
     fn step(&mut self, _pad: &Pad) -> Result<(), Self::Error> {
+        if self.pause_at == Some(self.frame) {
+            self.frame += PAUSE_FRAMES;
+            self.skipped += u64::from(PAUSE_FRAMES);
+        }
         self.frame += 1;
         self.write();
         Ok(())
+    }
+    fn skipped_frames(&self) -> u64 {
+        self.skipped
     }
     fn ram(&self) -> RamView<'_> {
         self.img.view()
