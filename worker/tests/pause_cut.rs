@@ -1,0 +1,95 @@
+//! A paused worker on the Dolphin backend cuts its episode instead of learning from
+//! frames it never decided: the actor plays the test peer running free (as upstream
+//! Dolphin does), its uploader stops taking batches for a while (a busy manager), the
+//! actor blocks, the game runs on, and the episode open at that moment must end as a
+//! cut, with the step across the pause answered [`Reply::Cut`] and not recorded.
+
+mod common;
+mod procs;
+
+use common::model;
+use shine_agent::{ActionSet, Task};
+use shine_bridge::dolphin::{Dolphin, DolphinConfig};
+use shine_bridge::MatchSetup;
+use shine_worker::actor::{run_actor, ActorConfig, ActorIo, Model};
+use shine_worker::shared::ActorCounters;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+#[test]
+fn a_pause_in_a_dolphin_episode_cuts_it() {
+    let peer = procs::peer();
+    let dir = tempfile::Builder::new().prefix("shp").tempdir_in("/tmp").unwrap();
+    let scenario = dir.path().join("melee.scenario");
+    std::fs::write(&scenario, "seed = 1\npace = free\nfps = 100\n").unwrap();
+    let setup = MatchSetup::default();
+    let cfg = ActorConfig {
+        task: Task::Untouchable,
+        actions: ActionSet::Untouchable,
+        setup,
+        envs: 1,
+        n_step: 1,
+        gamma: 0.99,
+        cpu_level: 9,
+        cpu_level_top_share: 1.0,
+        eval_share: 0.0,
+        // A batch per transition: the actor blocks within a few decisions of the pause.
+        batch_transitions: 1,
+        batch_secs: 3600.0,
+        seed: 3,
+    };
+    let make = {
+        let (peer, scenario, user) = (peer.clone(), scenario.clone(), dir.path().join("u"));
+        move |_: usize| {
+            let mut c = DolphinConfig::melee(&scenario, setup);
+            c.executable = Some(peer.clone());
+            c.user_dir = Some(user.clone());
+            c.boot_timeout = Duration::from_secs(20);
+            Ok(Dolphin::launch(c)?)
+        }
+    };
+    let (batch_tx, mut batch_rx) = tokio::sync::mpsc::channel(1);
+    let (ep_tx, _ep_rx) = tokio::sync::mpsc::channel(1 << 12);
+    let (_model_tx, model_rx) = tokio::sync::mpsc::channel(1);
+    let counters = Arc::new(ActorCounters::default());
+    counters.set_epsilon(0.3);
+    let cancel = CancellationToken::new();
+    let actor = {
+        let (counters, cancel) = (counters.clone(), cancel.clone());
+        let io = ActorIo { batches: batch_tx, episodes: ep_tx, models: model_rx, live: None };
+        std::thread::spawn(move || run_actor(cfg, make, Model { net: model(1), version: 1 }, io, counters, cancel))
+    };
+    // Take batches for a while, then none for 2 s (at 100 frames/s the game runs on for
+    // about 200 frames), then take them again. (A machine so loaded that the actor
+    // stalls for 30 frames, 0.3 s here, cuts an episode too, rightly: so cuts before the
+    // pause are not ruled out, only counted.)
+    let mut taken = 0;
+    while taken < 4 {
+        assert!(batch_rx.blocking_recv().is_some(), "the actor stopped");
+        taken += 1;
+    }
+    let before = counters.episodes_cut.load(Relaxed);
+    std::thread::sleep(Duration::from_millis(2000));
+    let resumed = Instant::now();
+    while counters.episodes_cut.load(Relaxed) == before && resumed.elapsed() < Duration::from_secs(30) {
+        let _ = batch_rx.try_recv();
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // Play on a little after the cut: the next episode (through the menus) goes on.
+    let frames_at_cut = counters.frames.load(Relaxed);
+    while counters.frames.load(Relaxed) < frames_at_cut + 200 && resumed.elapsed() < Duration::from_secs(60) {
+        let _ = batch_rx.try_recv();
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    cancel.cancel();
+    while batch_rx.try_recv().is_ok() {}
+    let drain = std::thread::spawn(move || while batch_rx.blocking_recv().is_some() {});
+    actor.join().unwrap().expect("the actor stops cleanly");
+    drain.join().unwrap();
+    assert!(counters.episodes_cut.load(Relaxed) > before, "the episode open during the pause is cut");
+    assert!(counters.skipped_frames.load(Relaxed) >= 100, "the pause's frames are counted as skipped");
+    assert!(counters.frames.load(Relaxed) >= frames_at_cut + 200, "play went on after the cut");
+    assert!(counters.incomplete.load(Relaxed) >= 1, "the decision across the pause was not recorded");
+}
