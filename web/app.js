@@ -333,7 +333,8 @@ function renderWorkers() {
       [String(w.worker_id)], [w.host || "–"], [w.backend || "–"], [fmtInt(w.envs), "num"],
       [w.epsilon < 0.01 ? w.epsilon.toExponential(1) : w.epsilon.toFixed(3), "num"],
       [w.model_version ? "v" + w.model_version : "–", "num"], [fmtNum(w.env_fps), "num"],
-      [fmtInt(w.skipped_frames), "num"], [fmtInt(w.transitions), "num"], [fmtAgo(w.last_upload_secs)],
+      [fmtInt(w.skipped_frames) + (w.episodes_cut ? " · " + fmtInt(w.episodes_cut) + " cut" : ""), "num"],
+      [fmtInt(w.transitions), "num"], [fmtAgo(w.last_upload_secs)],
     ];
     for (const [text, cls] of cells) tr.append(el("td", cls, text));
     const st = el("td");
