@@ -122,6 +122,8 @@ pub enum ModelError {
     Metadata(String),
     #[error("tensor {name}: {problem}")]
     Tensor { name: String, problem: String },
+    #[error("the model's shapes differ from those of the network it was to be loaded into")]
+    Shape,
 }
 
 /// Serialize weights (in [`TENSORS`] order, row-major f32) with `meta` as a model file.
@@ -251,30 +253,41 @@ impl QNet {
     /// Load and check a model file (every tensor present, shapes as the metadata says,
     /// f32, finite).
     pub fn load(bytes: &[u8]) -> Result<QNet, ModelError> {
-        let (_, header) = safetensors::SafeTensors::read_metadata(bytes).map_err(|e| ModelError::Safetensors(e.to_string()))?;
-        let meta = ModelMeta::from_map(header.metadata().as_ref().ok_or_else(|| ModelError::Metadata("no metadata".into()))?)?;
-        let st = safetensors::SafeTensors::deserialize(bytes).map_err(|e| ModelError::Safetensors(e.to_string()))?;
-        let shapes = meta.shapes();
-        let mut t = Vec::with_capacity(TENSORS.len());
-        for (name, shape) in TENSORS.iter().zip(shapes.iter()) {
-            let bad = |problem: String| ModelError::Tensor { name: name.to_string(), problem };
-            let view = st.tensor(name).map_err(|_| bad("missing".into()))?;
-            if view.dtype() != safetensors::Dtype::F32 {
-                return Err(bad(format!("dtype {:?}, expected F32", view.dtype())));
-            }
-            if view.shape() != shape.as_slice() {
-                return Err(bad(format!("shape {:?}, expected {:?}", view.shape(), shape)));
-            }
-            let v: Vec<f32> = view.data().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
-            if v.iter().any(|x| !x.is_finite()) {
-                return Err(bad("holds NaN or infinity".into()));
-            }
-            t.push(v);
-        }
-        let mut t = t.into_iter();
+        let (meta, st) = parse(bytes)?;
+        let mut t = checked_tensors(&st, &meta)?.into_iter().map(|data| data.chunks_exact(4).map(f32_le).collect::<Vec<f32>>());
         let mut dense = |n_in, n_out| Dense { w: t.next().unwrap(), b: t.next().unwrap(), n_in, n_out };
         let (h, s, a) = (meta.shared, meta.stream, meta.action_count);
         Ok(QNet { shared: dense(STATE_DIM, h), value_hidden: dense(h, s), value: dense(s, 1), advantage_hidden: dense(h, s), advantage: dense(s, a), meta })
+    }
+
+    /// Load a model file into this network's own buffers, allocating no weights: how a
+    /// worker swaps models without its memory growing (the Parallel Joint PPO lesson).
+    /// The file must have this network's shapes ([`ModelError::Shape`] otherwise); it
+    /// is checked whole before anything is written, so a bad file changes nothing.
+    pub fn load_into(&mut self, bytes: &[u8]) -> Result<(), ModelError> {
+        let (meta, st) = parse(bytes)?;
+        if meta.shapes() != self.meta.shapes() {
+            return Err(ModelError::Shape);
+        }
+        let tensors = checked_tensors(&st, &meta)?;
+        for (dst, data) in self.buffers_mut().into_iter().zip(tensors) {
+            for (d, c) in dst.iter_mut().zip(data.chunks_exact(4)) {
+                *d = f32_le(c);
+            }
+        }
+        self.meta = meta;
+        Ok(())
+    }
+
+    /// The weight buffers in [`TENSORS`] order.
+    fn buffers_mut(&mut self) -> [&mut Vec<f32>; 10] {
+        let [a, b, c, d, e] = [&mut self.shared, &mut self.value_hidden, &mut self.value, &mut self.advantage_hidden, &mut self.advantage];
+        [&mut a.w, &mut a.b, &mut b.w, &mut b.b, &mut c.w, &mut c.b, &mut d.w, &mut d.b, &mut e.w, &mut e.b]
+    }
+
+    /// Where the first weight buffer lives: tells a reused network from a new one.
+    pub fn weights_addr(&self) -> usize {
+        self.shared.w.as_ptr() as usize
     }
 
     pub fn meta(&self) -> &ModelMeta {
@@ -314,6 +327,39 @@ impl QNet {
     pub fn argmax(q: &[f32]) -> usize {
         q.iter().enumerate().fold((0, f32::NEG_INFINITY), |best, (i, &v)| if v > best.1 { (i, v) } else { best }).0
     }
+}
+
+fn f32_le(c: &[u8]) -> f32 {
+    f32::from_le_bytes([c[0], c[1], c[2], c[3]])
+}
+
+/// The metadata and the tensors of a model file.
+fn parse(bytes: &[u8]) -> Result<(ModelMeta, safetensors::SafeTensors<'_>), ModelError> {
+    let (_, header) = safetensors::SafeTensors::read_metadata(bytes).map_err(|e| ModelError::Safetensors(e.to_string()))?;
+    let meta = ModelMeta::from_map(header.metadata().as_ref().ok_or_else(|| ModelError::Metadata("no metadata".into()))?)?;
+    let st = safetensors::SafeTensors::deserialize(bytes).map_err(|e| ModelError::Safetensors(e.to_string()))?;
+    Ok((meta, st))
+}
+
+/// Every tensor's raw little-endian bytes in [`TENSORS`] order, each checked: present,
+/// f32, the shape the metadata says, finite.
+fn checked_tensors<'a>(st: &safetensors::SafeTensors<'a>, meta: &ModelMeta) -> Result<Vec<&'a [u8]>, ModelError> {
+    let mut out = Vec::with_capacity(TENSORS.len());
+    for (name, shape) in TENSORS.iter().zip(meta.shapes().iter()) {
+        let bad = |problem: String| ModelError::Tensor { name: name.to_string(), problem };
+        let view = st.tensor(name).map_err(|_| bad("missing".into()))?;
+        if view.dtype() != safetensors::Dtype::F32 {
+            return Err(bad(format!("dtype {:?}, expected F32", view.dtype())));
+        }
+        if view.shape() != shape.as_slice() {
+            return Err(bad(format!("shape {:?}, expected {:?}", view.shape(), shape)));
+        }
+        if view.data().chunks_exact(4).any(|c| !f32_le(c).is_finite()) {
+            return Err(bad("holds NaN or infinity".into()));
+        }
+        out.push(view.data());
+    }
+    Ok(out)
 }
 
 /// Random weights with PyTorch's default `nn.Linear` init (uniform +/- 1/sqrt(in)):
@@ -409,5 +455,32 @@ mod tests {
     #[test]
     fn argmax_picks_first_largest() {
         assert_eq!(QNet::argmax(&[0.0, 2.0, 2.0, -1.0]), 1);
+    }
+
+    #[test]
+    fn load_into_reuses_the_buffers_and_a_bad_file_changes_nothing() {
+        let (meta, w1) = model(5);
+        let (_, w2) = model(5);
+        let w2: Vec<Vec<f32>> = w2.into_iter().map(|t| t.into_iter().map(|x| x * 0.5 + 0.01).collect()).collect();
+        let (f1, f2) = (save(&meta, &w1).unwrap(), save(&meta, &w2).unwrap());
+        let mut net = QNet::load(&f1).unwrap();
+        let addr = net.weights_addr();
+        net.load_into(&f2).unwrap();
+        assert_eq!(net.weights_addr(), addr, "the same buffers");
+        let fresh = QNet::load(&f2).unwrap();
+        let x: Vec<f32> = (0..3 * STATE_DIM).map(|i| (i % 7) as f32 / 7.0).collect();
+        let (mut q1, mut q2, mut s) = (vec![0.0; 15], vec![0.0; 15], Scratch::default());
+        net.forward(&x, 3, &mut q1, &mut s);
+        fresh.forward(&x, 3, &mut q2, &mut s);
+        assert_eq!(q1, q2, "loaded into equals loaded fresh");
+        // A NaN in the last tensor: refused, and the network is still the second model.
+        let mut bad_w = w2.clone();
+        *bad_w.last_mut().unwrap().last_mut().unwrap() = f32::NAN;
+        assert!(matches!(net.load_into(&save(&meta, &bad_w).unwrap()), Err(ModelError::Tensor { .. })));
+        net.forward(&x, 3, &mut q1, &mut s);
+        assert_eq!(q1, q2, "a bad file changed nothing");
+        // Another action count: a different shape.
+        let (meta6, w6) = model(6);
+        assert!(matches!(net.load_into(&save(&meta6, &w6).unwrap()), Err(ModelError::Shape)));
     }
 }

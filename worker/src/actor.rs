@@ -23,8 +23,9 @@
 //! action and all its Q-values); the other environments are untouched.
 //!
 //! A newer model arrives on a channel and is swapped in between two rounds, never
-//! during a forward pass; the old one is dropped there, so memory stays flat however
-//! many models a long run sees (`tests/model_swap_memory.rs` measures it).
+//! during a forward pass; the old one goes back to the loader ([`ActorIo::spares`]),
+//! which loads the next model file into its buffers, so a long run allocates no new
+//! weights however many models it sees (`tests/model_swap_memory.rs` measures it).
 
 use crate::batcher::{Batcher, RawBatch};
 use crate::envs::{env_thread, Cmd, Game, Reply};
@@ -75,6 +76,9 @@ pub struct ActorIo {
     pub models: tokio::sync::mpsc::Receiver<Model>,
     /// The live view's tap (environment 0 streams through it while watched).
     pub live: Option<Arc<LiveTap>>,
+    /// Where a swapped-out network goes, for the loader to fill with the next model
+    /// (`None`: dropped).
+    pub spares: Option<tokio::sync::mpsc::Sender<QNet>>,
 }
 
 /// The episode an environment is playing.
@@ -216,7 +220,7 @@ where
         }
         ready.extend(replies.try_iter());
         // Between decisions: take the newest model, drop the old one here.
-        swap_model(&mut model, &mut io.models, cfg.actions, &round.counters);
+        swap_model(&mut model, &mut io.models, io.spares.as_ref(), cfg.actions, &round.counters);
         if let Err(e) = round.play(ready.drain(..), &model) {
             break Err(e);
         }
@@ -236,9 +240,16 @@ where
     result.and(flushed)
 }
 
-/// Swap in the newest model waiting on `models` (the old one is dropped here, between
-/// two forward passes); a model for another action set is refused.
-fn swap_model(model: &mut Model, models: &mut tokio::sync::mpsc::Receiver<Model>, actions: ActionSet, counters: &ActorCounters) {
+/// Swap in the newest model waiting on `models`, between two forward passes; the old
+/// one goes to `spares` (or is dropped when that is full or absent). A model for
+/// another action set is refused.
+fn swap_model(
+    model: &mut Model,
+    models: &mut tokio::sync::mpsc::Receiver<Model>,
+    spares: Option<&tokio::sync::mpsc::Sender<QNet>>,
+    actions: ActionSet,
+    counters: &ActorCounters,
+) {
     while let Ok(m) = models.try_recv() {
         if let Err(e) = check_model(&m, actions) {
             tracing::warn!("ignoring model v{}: {e:#}", m.version);
@@ -247,7 +258,10 @@ fn swap_model(model: &mut Model, models: &mut tokio::sync::mpsc::Receiver<Model>
         tracing::info!(from = model.version, to = m.version, "playing with a new model");
         counters.model_version.store(m.version, Relaxed);
         counters.model_swaps.fetch_add(1, Relaxed);
-        *model = m;
+        let old = std::mem::replace(model, m);
+        if let Some(tx) = spares {
+            let _ = tx.try_send(old.net);
+        }
     }
 }
 

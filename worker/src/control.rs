@@ -56,7 +56,22 @@ pub async fn retrying<T, Fut: Future<Output = Result<T, ApiError>>>(
 
 /// Parse a downloaded model file (off the async threads).
 pub async fn load_model(bytes: Vec<u8>, header_version: Option<u64>) -> anyhow::Result<Model> {
-    let net = tokio::task::spawn_blocking(move || QNet::load(&bytes)).await?.context("the manager's model file does not load")?;
+    load_model_into(None, bytes, header_version).await
+}
+
+/// [`load_model`] into `spare`'s buffers when it has the file's shapes (no weights
+/// allocated: the steady path of a long run), else into new ones.
+pub async fn load_model_into(spare: Option<QNet>, bytes: Vec<u8>, header_version: Option<u64>) -> anyhow::Result<Model> {
+    let net = tokio::task::spawn_blocking(move || match spare {
+        Some(mut net) => match net.load_into(&bytes) {
+            Ok(()) => Ok(net),
+            Err(shine_agent::model::ModelError::Shape) => QNet::load(&bytes),
+            Err(e) => Err(e),
+        },
+        None => QNet::load(&bytes),
+    })
+    .await?
+    .context("the manager's model file does not load")?;
     // The file's own metadata is authoritative; the header only saves a parse.
     let version = net.meta().model_version;
     if header_version.is_some_and(|h| h != version) {
@@ -66,8 +81,16 @@ pub async fn load_model(bytes: Vec<u8>, header_version: Option<u64>) -> anyhow::
 }
 
 /// Ask for a newer model every `every`; hand it to the actor, which swaps it in
-/// between decisions. `etag` and `version` name the model the actor has.
-pub async fn poll_models(session: Session, mut etag: Option<String>, mut version: u64, every: Duration, tx: tokio::sync::mpsc::Sender<Model>) {
+/// between decisions. `etag` and `version` name the model the actor has. The actor
+/// sends the networks it swapped out back on `spares`: a new model is loaded into one.
+pub async fn poll_models(
+    session: Session,
+    mut etag: Option<String>,
+    mut version: u64,
+    every: Duration,
+    tx: tokio::sync::mpsc::Sender<Model>,
+    mut spares: tokio::sync::mpsc::Receiver<QNet>,
+) {
     let cancel = &session.cancel;
     loop {
         tokio::select! {
@@ -79,7 +102,7 @@ pub async fn poll_models(session: Session, mut etag: Option<String>, mut version
             _ = cancel.cancelled() => return,
         };
         match fetched {
-            Ok(ModelFetch::Model { bytes, etag: tag, version: v }) => match load_model(bytes, v).await {
+            Ok(ModelFetch::Model { bytes, etag: tag, version: v }) => match load_model_into(spares.try_recv().ok(), bytes, v).await {
                 Ok(m) if m.version != version => {
                     version = m.version;
                     etag = tag;

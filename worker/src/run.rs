@@ -191,6 +191,7 @@ where
     let (batch_tx, batch_rx) = tokio::sync::mpsc::channel(HANDOVER_BATCHES);
     let (episode_tx, episode_rx) = tokio::sync::mpsc::channel(10_000);
     let (model_tx, model_rx) = tokio::sync::mpsc::channel(2);
+    let (spare_tx, spare_rx) = tokio::sync::mpsc::channel(2);
     let wake = Arc::new(Notify::new());
     let tap = Arc::new(LiveTap::default());
 
@@ -199,7 +200,7 @@ where
     let spooler = tokio::spawn(uploader::spool_batches(batch_rx, session.clone(), spool.clone(), wake.clone()));
     let mut drainer = tokio::spawn(uploader::drain(session.clone(), spool.clone(), wake.clone(), session.cancel.clone(), DrainMode::Forever));
     let control = TaskTracker::new();
-    control.spawn(control::poll_models(session.clone(), etag, model.version, poll_every, model_tx));
+    control.spawn(control::poll_models(session.clone(), etag, model.version, poll_every, model_tx, spare_rx));
     control.spawn(control::heartbeats(session.clone(), request, reg.clone(), tap.clone()));
     let action_names: Vec<String> = (0..cfg.actions.len()).map(|a| cfg.actions.action_name(a).to_string()).collect();
     control.spawn(live::stream(session.clone(), tap.clone(), action_names));
@@ -209,7 +210,7 @@ where
     let actor = {
         let (counters, cancel) = (session.counters.clone(), session.cancel.clone());
         let setup = cfg.setup;
-        let io = ActorIo { batches: batch_tx, episodes: episode_tx, models: model_rx, live: Some(tap) };
+        let io = ActorIo { batches: batch_tx, episodes: episode_tx, models: model_rx, live: Some(tap), spares: Some(spare_tx) };
         let handle =
             std::thread::Builder::new().name("actor".into()).spawn(move || actor::run_actor(cfg, move |i| make(setup, i), model, io, counters, cancel))?;
         tokio::task::spawn_blocking(move || handle.join().unwrap_or_else(|_| Err(anyhow::anyhow!("the actor thread panicked"))))

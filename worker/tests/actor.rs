@@ -51,12 +51,7 @@ fn play(cfg: ActorConfig, epsilon: f64, enough: impl Fn(&[EpisodeReport]) -> boo
 }
 
 /// [`play`] with another scripted game, until `enough(reports, counters)` holds.
-fn play_game(
-    cfg: ActorConfig,
-    epsilon: f64,
-    game: fn(usize) -> Scripted,
-    enough: impl Fn(&[EpisodeReport], &ActorCounters) -> bool,
-) -> Played {
+fn play_game(cfg: ActorConfig, epsilon: f64, game: fn(usize) -> Scripted, enough: impl Fn(&[EpisodeReport], &ActorCounters) -> bool) -> Played {
     let (batch_tx, mut batch_rx) = tokio::sync::mpsc::channel(1 << 16);
     let (ep_tx, mut ep_rx) = tokio::sync::mpsc::channel(1 << 16);
     let (_model_tx, model_rx) = tokio::sync::mpsc::channel(1);
@@ -65,10 +60,8 @@ fn play_game(
     let cancel = CancellationToken::new();
     let actor = {
         let (counters, cancel) = (counters.clone(), cancel.clone());
-        let io = ActorIo { batches: batch_tx, episodes: ep_tx, models: model_rx, live: None };
-        std::thread::spawn(move || {
-            run_actor(cfg, move |i| Ok(game(i)), Model { net: model(1), version: 1 }, io, counters, cancel)
-        })
+        let io = ActorIo { batches: batch_tx, episodes: ep_tx, models: model_rx, live: None, spares: None };
+        std::thread::spawn(move || run_actor(cfg, move |i| Ok(game(i)), Model { net: model(1), version: 1 }, io, counters, cancel))
     };
     let mut reports = Vec::new();
     let started = std::time::Instant::now();

@@ -58,7 +58,7 @@ fn a_pause_in_a_dolphin_episode_cuts_it() {
     let cancel = CancellationToken::new();
     let actor = {
         let (counters, cancel) = (counters.clone(), cancel.clone());
-        let io = ActorIo { batches: batch_tx, episodes: ep_tx, models: model_rx, live: None };
+        let io = ActorIo { batches: batch_tx, episodes: ep_tx, models: model_rx, live: None, spares: None };
         std::thread::spawn(move || run_actor(cfg, make, Model { net: model(1), version: 1 }, io, counters, cancel))
     };
     // Take batches for a while, then none for 2 s (at 100 frames/s the game runs on for
