@@ -4,46 +4,11 @@
 
 mod common;
 
-use common::{batch, config, Manager, TOKEN};
-use futures_util::{SinkExt, StreamExt};
+use common::{batch, config, connect, frames, next_json, register, Manager, TOKEN};
+use futures_util::SinkExt;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
-use tokio_tungstenite::tungstenite::{self, Message};
-
-type Ws = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
-
-async fn connect(m: &Manager, path: &str) -> Result<Ws, tungstenite::Error> {
-    let url = format!("{}{path}", m.url.replace("http://", "ws://"));
-    tokio_tungstenite::connect_async(url).await.map(|(ws, _)| ws)
-}
-
-/// The next text message (skipping pings), as JSON; panics after `secs`.
-async fn next_json(ws: &mut Ws, secs: u64) -> Value {
-    let deadline = Duration::from_secs(secs);
-    loop {
-        match tokio::time::timeout(deadline, ws.next()).await.expect("a message in time").expect("socket open").unwrap() {
-            Message::Text(t) => return serde_json::from_str(&t).unwrap(),
-            Message::Close(c) => panic!("closed: {c:?}"),
-            _ => {}
-        }
-    }
-}
-
-fn frame(n: u32) -> Value {
-    let p = |x: f32| json!({ "x": x, "y": 0.0, "facing": 1.0, "action": 14, "action_name": "Wait", "percent": 12.0, "stocks": 4 });
-    json!({ "frame": n, "agent": p(n as f32), "opponent": p(-10.0), "action": 1, "q": [0.1, 0.9, -0.2, 0.0, 0.3], "explored": false })
-}
-
-fn frames(from: u32, n: u32) -> Value {
-    json!({ "actions": ["nothing", "shine", "spot_dodge", "roll_left", "roll_right"], "model_version": 3, "cpu_level": 9, "eval": false,
-            "frames": (from..from + n).map(frame).collect::<Vec<_>>() })
-}
-
-async fn register(m: &Manager) -> u64 {
-    let (st, r) = m.post_json("/api/v1/workers", &json!({ "host": "test-host", "backend": "sim", "envs": 1 })).await;
-    assert_eq!(st, 201);
-    r["worker_id"].as_u64().unwrap()
-}
+use tokio_tungstenite::tungstenite::Message;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn live_frames_reach_every_browser_and_watching_is_signalled_to_the_worker() {

@@ -2,11 +2,13 @@
 //! and a real HTTP client.
 #![allow(dead_code)]
 
-use serde_json::Value;
+use futures_util::StreamExt;
+use serde_json::{json, Value};
 use shine_agent::experience::{self, col, BatchMeta, TRANSITION_FLOATS};
 use shine_manager::config::Config;
 use std::path::Path;
 use std::time::{Duration, Instant};
+use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 pub const TOKEN: &str = "test-token";
@@ -148,4 +150,41 @@ pub fn batch(n: usize, seed: u32) -> Vec<u8> {
 /// Value of a metric line (`name{labels} value`) in Prometheus text.
 pub fn metric(text: &str, name_and_labels: &str) -> Option<f64> {
     text.lines().find(|l| l.starts_with(name_and_labels) && l[name_and_labels.len()..].starts_with(' ')).and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+// ------------------------------------------------------------ live match helpers
+
+pub type Ws = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+pub async fn connect(m: &Manager, path: &str) -> Result<Ws, tungstenite::Error> {
+    let url = format!("{}{path}", m.url.replace("http://", "ws://"));
+    tokio_tungstenite::connect_async(url).await.map(|(ws, _)| ws)
+}
+
+/// The next text message (skipping pings), as JSON; panics after `secs`.
+pub async fn next_json(ws: &mut Ws, secs: u64) -> Value {
+    let deadline = Duration::from_secs(secs);
+    loop {
+        match tokio::time::timeout(deadline, ws.next()).await.expect("a message in time").expect("socket open").unwrap() {
+            Message::Text(t) => return serde_json::from_str(&t).unwrap(),
+            Message::Close(c) => panic!("closed: {c:?}"),
+            _ => {}
+        }
+    }
+}
+
+pub fn frame(n: u32) -> Value {
+    let p = |x: f32| json!({ "x": x, "y": 0.0, "facing": 1.0, "action": 14, "action_name": "Wait", "percent": 12.0, "stocks": 4 });
+    json!({ "frame": n, "agent": p(n as f32), "opponent": p(-10.0), "action": 1, "q": [0.1, 0.9, -0.2, 0.0, 0.3], "explored": false })
+}
+
+pub fn frames(from: u32, n: u32) -> Value {
+    json!({ "actions": ["nothing", "shine", "spot_dodge", "roll_left", "roll_right"], "model_version": 3, "cpu_level": 9, "eval": false,
+            "frames": (from..from + n).map(frame).collect::<Vec<_>>() })
+}
+
+pub async fn register(m: &Manager) -> u64 {
+    let (st, r) = m.post_json("/api/v1/workers", &json!({ "host": "test-host", "backend": "sim", "envs": 1 })).await;
+    assert_eq!(st, 201);
+    r["worker_id"].as_u64().unwrap()
 }
