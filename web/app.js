@@ -330,13 +330,19 @@ function renderWorkers() {
     const tr = el("tr", w.state === "gone" ? "gone" : "");
     tr.dataset.workerId = w.worker_id;
     const cells = [
-      [String(w.worker_id)], [w.host || "–"], [w.backend || "–"], [fmtInt(w.envs), "num"],
+      [String(w.worker_id)], [w.host || "–"], [w.backend || "–"],
+      // --envs auto: the count it chose now, and why (the cell's tooltip).
+      [fmtInt(w.envs_active || w.envs) + (w.envs_auto ? " auto" : ""), "num", w.envs_reason || ""],
       [w.epsilon < 0.01 ? w.epsilon.toExponential(1) : w.epsilon.toFixed(3), "num"],
       [w.model_version ? "v" + w.model_version : "–", "num"], [fmtNum(w.env_fps), "num"],
       [fmtInt(w.skipped_frames) + (w.episodes_cut ? " · " + fmtInt(w.episodes_cut) + " cut" : ""), "num"],
       [fmtInt(w.transitions), "num"], [fmtAgo(w.last_upload_secs)],
     ];
-    for (const [text, cls] of cells) tr.append(el("td", cls, text));
+    for (const [text, cls, title] of cells) {
+      const td = el("td", cls, text);
+      if (title) td.title = title;
+      tr.append(td);
+    }
     const st = el("td");
     st.append(el("span", "state " + w.state, w.state));
     tr.append(st);

@@ -79,6 +79,15 @@ pub struct Heartbeat {
     /// Batches waiting in the worker's spool.
     #[serde(default)]
     pub spooled_batches: u64,
+    /// Environments playing now (0: not said; the registration's `envs` then holds).
+    #[serde(default)]
+    pub envs_active: u32,
+    /// The worker runs `--envs auto` and chose `envs_active` itself.
+    #[serde(default)]
+    pub envs_auto: bool,
+    /// Why that many environments, in words (what `--envs auto` measured).
+    #[serde(default)]
+    pub envs_reason: String,
 }
 
 /// `POST /api/v1/workers/{id}/heartbeat` response.

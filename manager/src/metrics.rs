@@ -21,7 +21,7 @@
 //! from its stats at every scrape.
 
 use crate::trainer::TrainerStats;
-use prometheus::{Encoder, Gauge, IntCounter, IntCounterVec, IntGauge, Opts, Registry, TextEncoder};
+use prometheus::{Encoder, Gauge, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
 
 pub struct Metrics {
     registry: Registry,
@@ -42,6 +42,7 @@ pub struct Metrics {
     pub wal_segments: IntGauge,
     pub wal_fsyncs: IntCounter,
     pub workers: IntGauge,
+    pub worker_envs: IntGaugeVec,
     pub episodes: IntCounter,
     pub loss: Gauge,
     pub mean_q: Gauge,
@@ -78,11 +79,32 @@ impl Metrics {
             wal_segments: gauge("shine_wal_segments", "Segment files of the write-ahead log"),
             wal_fsyncs: counter("shine_wal_fsyncs_total", "Group commits of the write-ahead log (one fsync each)"),
             workers: gauge("shine_workers", "Live workers"),
+            worker_envs: reg(
+                &registry,
+                IntGaugeVec::new(
+                    Opts::new("shine_worker_envs", "Environments each registered worker plays now (mode: auto when --envs auto chose the count, else fixed)"),
+                    &["worker", "mode"],
+                )
+                .expect("valid metric"),
+            ),
             episodes: counter("shine_episodes_total", "Finished episodes reported by workers"),
             loss: fgauge("shine_loss", "Recent mean TD loss"),
             mean_q: fgauge("shine_mean_q", "Recent mean Q of the sampled actions"),
             samples_per_insert: fgauge("shine_samples_per_insert", "Transitions sampled for training per transition inserted"),
             registry,
+        }
+    }
+
+    /// Each registered worker's environments, from the fleet (gone workers leave the
+    /// series).
+    pub fn observe_fleet(&self, workers: &[crate::fleet::WorkerView]) {
+        self.worker_envs.reset();
+        for w in workers.iter().filter(|w| w.state != crate::fleet::WorkerState::Gone) {
+            let (n, mode) = match w.heartbeat.envs_active {
+                0 => (w.info.envs, "fixed"),
+                n => (n, if w.heartbeat.envs_auto { "auto" } else { "fixed" }),
+            };
+            self.worker_envs.with_label_values(&[&w.worker_id.to_string(), mode]).set(i64::from(n));
         }
     }
 

@@ -54,7 +54,8 @@ async fn memory_stays_flat_over_100_publishes_with_a_live_browser_attached() {
             while !stop.load(Relaxed) {
                 m.post_json(&format!("/api/v1/workers/{id}/live"), &frames(n * 6, 6)).await;
                 let _ = m.upload(batch(100, n)).await; // a 503 (busy) is fine: the next one goes
-                let ep = json!({ "frames": 600, "reward": 1.0, "survived": n.is_multiple_of(2), "eval": n.is_multiple_of(5), "cpu_level": 9, "model_version": 1 });
+                let ep =
+                    json!({ "frames": 600, "reward": 1.0, "survived": n.is_multiple_of(2), "eval": n.is_multiple_of(5), "cpu_level": 9, "model_version": 1 });
                 m.post_json("/api/v1/episodes", &json!({ "worker_id": id, "episodes": [ep] })).await;
                 n += 1;
                 tokio::time::sleep(Duration::from_millis(10)).await;

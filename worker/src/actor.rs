@@ -32,6 +32,7 @@ use crate::envs::{env_thread, Cmd, Game, Reply};
 use crate::live::{LiveDecision, LiveTap};
 use crate::nstep::{Decision, NStep};
 use crate::shared::ActorCounters;
+use crate::tuner::{Tuner, TunerConfig};
 use anyhow::{bail, Context};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -67,6 +68,8 @@ pub struct ActorConfig {
     pub batch_transitions: usize,
     pub batch_secs: f64,
     pub seed: u64,
+    /// `--envs auto`: start with one environment and let [`Tuner`] set the count.
+    pub auto: Option<TunerConfig>,
 }
 
 /// The actor's connections to the network side.
@@ -101,6 +104,8 @@ struct Slot {
     nstep: NStep,
     skipped: u64,
     failures: u32,
+    /// Taken away by `--envs auto`: stops at its next reply.
+    retiring: bool,
 }
 
 /// After this many failures in a row an environment is given up.
@@ -144,7 +149,8 @@ where
     E: Emulator,
     F: Fn(usize) -> anyhow::Result<E> + Send + Sync + 'static,
 {
-    if cfg.envs == 0 {
+    let start_envs = if cfg.auto.is_some() { 1 } else { cfg.envs };
+    if start_envs == 0 {
         bail!("--envs must be at least 1");
     }
     if !(1..=9).contains(&cfg.cpu_level) {
@@ -154,36 +160,22 @@ where
     counters.model_version.store(model.version, Relaxed);
     let make = Arc::new(make);
     let (reply_tx, replies) = mpsc::channel();
-    let mut threads = Vec::with_capacity(cfg.envs);
-    let mut slots = Vec::with_capacity(cfg.envs);
-    for i in 0..cfg.envs {
-        let (tx, rx) = mpsc::channel();
-        let (make, reply_tx) = (make.clone(), reply_tx.clone());
-        let game = Game { setup: cfg.setup, task: cfg.task, actions: cfg.actions };
-        // Only environment 0 is ever shown live.
-        let live = if i == 0 { io.live.clone() } else { None };
-        let t = std::thread::Builder::new()
-            .name(format!("env-{i}"))
-            .spawn(move || env_thread(i, &*make, game, rx, reply_tx, live))
-            .context("starting an environment thread")?;
+    let mut threads = Vec::with_capacity(start_envs);
+    let mut slots = Vec::with_capacity(start_envs);
+    for i in 0..start_envs {
+        let (t, slot) = spawn_env(i, &make, &reply_tx, &cfg, io.live.clone())?;
         threads.push(t);
-        let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
-        rng.set_stream(i as u64);
-        slots.push(Slot {
-            cmds: Some(tx),
-            rng,
-            episode: EpisodeInfo { eval: false, cpu_level: cfg.cpu_level, frames: 0, reward: 0.0 },
-            obs: None,
-            pending: None,
-            nstep: NStep::new(cfg.n_step.max(1) as usize, cfg.gamma),
-            skipped: 0,
-            failures: 0,
-        });
+        slots.push(slot);
     }
-    drop(reply_tx);
+    // Tuning keeps a sender to start more environments; otherwise the replies end
+    // when every environment has stopped.
+    let mut tuner = cfg.auto.map(|t| Tuner::new(t, Instant::now()));
+    let spawner = tuner.is_some().then_some(reply_tx);
     for s in &mut slots {
         s.start_episode(&cfg);
     }
+    counters.envs_auto.store(tuner.is_some(), Relaxed);
+    counters.set_envs(start_envs, tuner.as_ref().map_or_else(|| format!("fixed at {start_envs} (--envs)"), |t| t.reason().to_string()));
 
     let batcher =
         Batcher::new(cfg.batch_transitions, Duration::from_secs_f64(cfg.batch_secs.max(0.01)), cfg.n_step.max(1), io.batches.clone(), counters.clone());
@@ -194,18 +186,28 @@ where
         counters,
         episodes: io.episodes.clone(),
         live: io.live.clone(),
-        alive: cfg.envs,
+        alive: start_envs,
         last_error: String::new(),
-        need: Vec::with_capacity(cfg.envs),
+        need: Vec::with_capacity(start_envs),
         scratch: Scratch::default(),
-        states: vec![0.0; cfg.envs * STATE_DIM],
-        q: vec![0.0; cfg.envs * cfg.actions.len()],
+        states: vec![0.0; start_envs * STATE_DIM],
+        q: vec![0.0; start_envs * cfg.actions.len()],
     };
-    let mut ready: Vec<(usize, Reply)> = Vec::with_capacity(cfg.envs);
+    let mut ready: Vec<(usize, Reply)> = Vec::with_capacity(start_envs);
 
     let result = loop {
         if cancel.is_cancelled() {
             break Ok(());
+        }
+        if let (Some(t), Some(tx)) = (tuner.as_mut(), spawner.as_ref()) {
+            let c = &round.counters;
+            if let Some(n) = t.observe(c.frames.load(Relaxed), c.skipped_frames.load(Relaxed), Instant::now()) {
+                tracing::info!(envs = n, reason = t.reason(), "--envs auto");
+                if let Err(e) = round.resize(n, |i| spawn_env(i, &make, tx, &cfg, io.live.clone()), &mut threads) {
+                    break Err(e);
+                }
+            }
+            round.counters.set_envs(round.active(), t.reason().to_string());
         }
         // Wait for one environment, then take every other one that is ready too.
         match replies.recv_timeout(Duration::from_millis(100)) {
@@ -238,6 +240,43 @@ where
     }
     let flushed = round.batcher.flush();
     result.and(flushed)
+}
+
+/// Start environment `i` on a thread of its own (only environment 0 is ever shown live)
+/// and make its slot.
+fn spawn_env<E, F>(
+    i: usize,
+    make: &Arc<F>,
+    reply_tx: &mpsc::Sender<(usize, Reply)>,
+    cfg: &ActorConfig,
+    live: Option<Arc<LiveTap>>,
+) -> anyhow::Result<(std::thread::JoinHandle<()>, Slot)>
+where
+    E: Emulator,
+    F: Fn(usize) -> anyhow::Result<E> + Send + Sync + 'static,
+{
+    let (tx, rx) = mpsc::channel();
+    let (make, reply_tx) = (make.clone(), reply_tx.clone());
+    let game = Game { setup: cfg.setup, task: cfg.task, actions: cfg.actions };
+    let live = if i == 0 { live } else { None };
+    let t = std::thread::Builder::new()
+        .name(format!("env-{i}"))
+        .spawn(move || env_thread(i, &*make, game, rx, reply_tx, live))
+        .context("starting an environment thread")?;
+    let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
+    rng.set_stream(i as u64);
+    let slot = Slot {
+        cmds: Some(tx),
+        rng,
+        episode: EpisodeInfo { eval: false, cpu_level: cfg.cpu_level, frames: 0, reward: 0.0 },
+        obs: None,
+        pending: None,
+        nstep: NStep::new(cfg.n_step.max(1) as usize, cfg.gamma),
+        skipped: 0,
+        failures: 0,
+        retiring: false,
+    };
+    Ok((t, slot))
 }
 
 /// Swap in the newest model waiting on `models`, between two forward passes; the old
@@ -300,11 +339,50 @@ impl Round<'_> {
         self.batcher.flush_if_due(Instant::now())
     }
 
+    /// Environments playing and not on their way out.
+    fn active(&self) -> usize {
+        self.slots.iter().filter(|s| s.cmds.is_some() && !s.retiring).count()
+    }
+
+    /// `--envs auto` set the count to `n`: start new environments, or mark the newest
+    /// ones to stop at their next reply (every environment has a command in flight).
+    fn resize(
+        &mut self,
+        n: usize,
+        mut spawn: impl FnMut(usize) -> anyhow::Result<(std::thread::JoinHandle<()>, Slot)>,
+        threads: &mut Vec<std::thread::JoinHandle<()>>,
+    ) -> anyhow::Result<()> {
+        let mut active = self.active();
+        while active < n {
+            let (t, mut slot) = spawn(self.slots.len())?;
+            slot.start_episode(self.cfg);
+            threads.push(t);
+            self.slots.push(slot);
+            self.alive += 1;
+            active += 1;
+        }
+        for s in self.slots.iter_mut().rev().filter(|s| s.cmds.is_some() && !s.retiring).take(active.saturating_sub(n)) {
+            s.retiring = true;
+        }
+        let k = self.slots.len();
+        self.states.resize(k * STATE_DIM, 0.0);
+        self.q.resize(k * self.cfg.actions.len(), 0.0);
+        Ok(())
+    }
+
     /// What environment `i` answered: an observation to act on, a step to record (and
     /// maybe a finished episode), or a failure.
     fn record(&mut self, i: usize, reply: Reply) -> anyhow::Result<()> {
         let (cfg, counters) = (self.cfg, &self.counters);
         let s = &mut self.slots[i];
+        if s.retiring {
+            // Taken away by --envs auto: its open episode ends here like a cut (the
+            // complete transitions are already handed over), and its thread stops.
+            counters.incomplete.fetch_add(s.nstep.clear() as u64 + s.pending.take().is_some() as u64, Relaxed);
+            (s.cmds, s.retiring, s.obs) = (None, false, None);
+            self.alive -= 1;
+            return Ok(());
+        }
         match reply {
             Reply::Ready(obs) => {
                 s.obs = Some(obs);

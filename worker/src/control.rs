@@ -143,6 +143,9 @@ pub async fn heartbeats(session: Session, request: RegisterRequest, reg: Registr
                 episodes_cut: counters.episodes_cut.load(Relaxed),
                 model_version: counters.model_version.load(Relaxed),
                 spooled_batches: uploads.spooled_batches.load(Relaxed),
+                envs_active: counters.envs.load(Relaxed).try_into().unwrap_or(u32::MAX),
+                envs_auto: counters.envs_auto.load(Relaxed),
+                envs_reason: counters.envs_reason(),
             };
             (last_t, last_frames) = (now, frames);
             if last_log.elapsed() >= Duration::from_secs(60) {

@@ -15,6 +15,7 @@
 //! - [`actor`]: the environment loop: K environments, one forward pass per round,
 //!   epsilon-greedy, episode reports, model swaps.
 //! - [`envs`]: each environment on its own thread, and the commands it takes.
+//! - [`tuner`]: `--envs auto`, the search for the count of environments.
 //! - [`nstep`]: decisions into n-step transitions (the 57-float rows).
 //! - [`batcher`]: transitions into batches of one model version.
 //! - [`uploader`]: spooling and delivering batches exactly once, with retries.
@@ -40,4 +41,5 @@ pub mod run;
 pub mod settings;
 pub mod shared;
 pub mod spool;
+pub mod tuner;
 pub mod uploader;

@@ -23,9 +23,10 @@ use crate::backend::{Backend, DolphinSetup};
 use crate::client::{Client, ModelFetch};
 use crate::control::{self, retrying};
 use crate::live::{self, LiveTap};
-use crate::settings::{RunArgs, Settings};
+use crate::settings::{Envs, RunArgs, Settings};
 use crate::shared::{ActorCounters, Identity, Session, UploadStats};
 use crate::spool::Spool;
+use crate::tuner::TunerConfig;
 use crate::uploader::{self, DrainMode};
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
@@ -154,10 +155,14 @@ where
     let request = RegisterRequest {
         host: host_name(),
         backend: settings.backend.name().into(),
-        envs: settings.envs.try_into().unwrap_or(u32::MAX),
+        // The count it starts with (auto starts with one; heartbeats carry the current).
+        envs: match settings.envs {
+            Envs::Fixed(n) => n.try_into().unwrap_or(u32::MAX),
+            Envs::Auto => 1,
+        },
         version: env!("CARGO_PKG_VERSION").into(),
     };
-    tracing::info!(manager = %client.base(), envs = settings.envs, seed = settings.seed, "registering");
+    tracing::info!(manager = %client.base(), envs = %settings.envs, seed = settings.seed, "registering");
     let Some(reg) = retrying("registering with the manager", &cancel, || client.register(&request)).await? else {
         return Ok(run_stats(&Identity::new(0), &counters, &uploads));
     };
@@ -276,7 +281,10 @@ fn actor_config(reg: &Registration, settings: &Settings) -> anyhow::Result<Actor
         task,
         actions,
         setup: MatchSetup::default(),
-        envs: settings.envs,
+        envs: match settings.envs {
+            Envs::Fixed(n) => n,
+            Envs::Auto => 1,
+        },
         n_step: reg.n_step,
         gamma: reg.gamma as f32,
         cpu_level: reg.cpu_level,
@@ -285,6 +293,7 @@ fn actor_config(reg: &Registration, settings: &Settings) -> anyhow::Result<Actor
         batch_transitions: reg.upload_every_transitions as usize,
         batch_secs: reg.upload_every_secs,
         seed: settings.seed,
+        auto: (settings.envs == Envs::Auto).then(TunerConfig::for_machine),
     })
 }
 

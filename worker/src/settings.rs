@@ -25,10 +25,11 @@ pub struct RunArgs {
     /// Where the game runs [default: sim].
     #[arg(long, value_enum, env = "SHINE_BACKEND")]
     pub backend: Option<Backend>,
-    /// Environments played at once [default: one per CPU core]. With Dolphin, each is a
-    /// Dolphin of its own.
+    /// Environments played at once: a number, or `auto` to find the count that gives
+    /// the most useful frames per second while running [default: one per CPU core].
+    /// With Dolphin, each is a Dolphin of its own.
     #[arg(long, env = "SHINE_ENVS")]
-    pub envs: Option<usize>,
+    pub envs: Option<Envs>,
     /// With --backend dolphin: your Melee NTSC 1.02 disc image (Shine cannot ship it).
     #[arg(long, env = "SHINE_ISO")]
     pub iso: Option<PathBuf>,
@@ -56,13 +57,55 @@ pub struct RunArgs {
     pub config: Option<PathBuf>,
 }
 
+/// `--envs`: a fixed count, or `auto` ([`crate::tuner`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Envs {
+    Fixed(usize),
+    Auto,
+}
+
+impl std::str::FromStr for Envs {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Envs, String> {
+        match s.trim() {
+            "auto" => Ok(Envs::Auto),
+            n => n.parse().map(Envs::Fixed).map_err(|_| format!("{s:?} is neither a number of environments nor auto")),
+        }
+    }
+}
+
+impl std::fmt::Display for Envs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Envs::Fixed(n) => write!(f, "{n}"),
+            Envs::Auto => f.write_str("auto"),
+        }
+    }
+}
+
+/// In the config file: `envs = 4` or `envs = "auto"`.
+impl<'de> Deserialize<'de> for Envs {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Envs, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            N(usize),
+            S(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::N(n) => Ok(Envs::Fixed(n)),
+            Raw::S(s) => s.parse().map_err(serde::de::Error::custom),
+        }
+    }
+}
+
 /// Everything `run` needs, resolved: flags, then environment, then file, then defaults.
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub manager: String,
     pub token: String,
     pub backend: Backend,
-    pub envs: usize,
+    pub envs: Envs,
     /// The game image and the emulator, for the Dolphin backend.
     pub iso: Option<PathBuf>,
     pub dolphin: Option<PathBuf>,
@@ -96,9 +139,9 @@ impl Settings {
             .context("no manager address: pass --manager URL, set SHINE_MANAGER, or put manager = \"http://...\" in the --config file")?;
         let token = args.token.or(file.token).context("no token: pass --token, set SHINE_TOKEN, or put token = \"...\" in the --config file")?;
         let envs = match args.envs.or(file.envs) {
-            Some(0) => bail!("--envs must be at least 1"),
-            Some(k) => k,
-            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            Some(Envs::Fixed(0)) => bail!("--envs must be at least 1 (or auto)"),
+            Some(e) => e,
+            None => Envs::Fixed(std::thread::available_parallelism().map_or(1, |n| n.get())),
         };
         let defaults = SpoolLimits::default();
         let spool_limits = SpoolLimits {
@@ -134,15 +177,26 @@ mod tests {
         std::fs::write(&file, "manager = \"http://file:1\"\ntoken = \"from-file\"\nenvs = 3\nspool_max_mb = 2\nbackend = \"dolphin\"\n").unwrap();
         let args = RunArgs {
             manager: Some("http://flag:2".into()),
-            envs: Some(5),
+            envs: Some(Envs::Fixed(5)),
             spool_dir: Some(dir.path().join("s")),
             seed: Some(9),
             config: Some(file.clone()),
             ..Default::default()
         };
         let s = Settings::resolve(args).unwrap();
-        assert_eq!((s.manager.as_str(), s.token.as_str(), s.envs, s.seed), ("http://flag:2", "from-file", 5, 9));
+        assert_eq!((s.manager.as_str(), s.token.as_str(), s.envs, s.seed), ("http://flag:2", "from-file", Envs::Fixed(5), 9));
         assert_eq!((s.backend, s.spool_limits.max_bytes, s.spool_limits.max_batches), (Backend::Dolphin, 2 << 20, SpoolLimits::default().max_batches));
+
+        // --envs auto, on the command line and in the file; nonsense is an error.
+        assert_eq!("auto".parse::<Envs>(), Ok(Envs::Auto));
+        assert_eq!("3".parse::<Envs>(), Ok(Envs::Fixed(3)));
+        assert!("lots".parse::<Envs>().unwrap_err().contains("neither a number"));
+        std::fs::write(&file, "manager = \"http://m\"\ntoken = \"t\"\nenvs = \"auto\"\n").unwrap();
+        let s = Settings::resolve(RunArgs { config: Some(file.clone()), spool_dir: Some(dir.path().into()), ..Default::default() }).unwrap();
+        assert_eq!(s.envs, Envs::Auto);
+        std::fs::write(&file, "manager = \"http://m\"\ntoken = \"t\"\nenvs = \"lots\"\n").unwrap();
+        let err = Settings::resolve(RunArgs { config: Some(file.clone()), ..Default::default() }).unwrap_err();
+        assert!(format!("{err:#}").contains("neither a number"), "{err:#}");
 
         std::fs::write(&file, "manger = \"http://typo\"\n").unwrap();
         let err = Settings::resolve(RunArgs { config: Some(file), ..Default::default() }).unwrap_err();

@@ -82,11 +82,26 @@ pub struct ActorCounters {
     pub reports_dropped: AtomicU64,
     pub model_version: AtomicU64,
     pub model_swaps: AtomicU64,
+    /// Environments playing now, and why that many (`--envs auto` says what it measured).
+    pub envs: AtomicU64,
+    /// `--envs auto` sets the count.
+    pub envs_auto: std::sync::atomic::AtomicBool,
+    envs_reason: std::sync::Mutex<String>,
     /// The manager's epsilon, as f64 bits.
     epsilon: AtomicU64,
 }
 
 impl ActorCounters {
+    pub fn set_envs(&self, n: usize, reason: String) {
+        self.envs.store(n as u64, Relaxed);
+        let mut r = self.envs_reason.lock().unwrap_or_else(|e| e.into_inner());
+        if *r != reason {
+            *r = reason;
+        }
+    }
+    pub fn envs_reason(&self) -> String {
+        self.envs_reason.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
     pub fn epsilon(&self) -> f64 {
         f64::from_bits(self.epsilon.load(Relaxed))
     }

@@ -35,6 +35,7 @@ fn config(n_step: u8, eval_share: f64) -> ActorConfig {
         batch_transitions: 500,
         batch_secs: 3600.0,
         seed: 7,
+        auto: None,
     }
 }
 

@@ -43,6 +43,7 @@ fn memory_stays_flat_over_150_model_swaps() {
         batch_transitions: 1000,
         batch_secs: 0.5,
         seed: 3,
+        auto: None,
     };
     let (batch_tx, mut batch_rx) = tokio::sync::mpsc::channel(4);
     let (ep_tx, mut ep_rx) = tokio::sync::mpsc::channel(4);

@@ -39,6 +39,7 @@ fn a_pause_in_a_dolphin_episode_cuts_it() {
         batch_transitions: 1,
         batch_secs: 3600.0,
         seed: 3,
+        auto: None,
     };
     let make = {
         let (peer, scenario, user) = (peer.clone(), scenario.clone(), dir.path().join("u"));

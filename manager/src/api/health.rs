@@ -20,6 +20,11 @@ async fn metrics(State(s): State<AppState>, _: Reader) -> impl IntoResponse {
     // Trainer-owned values are read at scrape time, not only at the last sample.
     s.metrics.observe_trainer(&s.trainer.stats());
     s.metrics.observe_wal(&s.wal.stats);
-    s.metrics.workers.set(s.fleet.lock().expect("fleet lock").live() as i64);
+    let workers = {
+        let fleet = s.fleet.lock().expect("fleet lock");
+        s.metrics.workers.set(fleet.live() as i64);
+        fleet.list(std::time::Instant::now())
+    };
+    s.metrics.observe_fleet(&workers);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], s.metrics.render())
 }
