@@ -201,13 +201,19 @@ where
         }
         if let (Some(t), Some(tx)) = (tuner.as_mut(), spawner.as_ref()) {
             let c = &round.counters;
+            let before = t.revision();
             if let Some(n) = t.observe(c.frames.load(Relaxed), c.skipped_frames.load(Relaxed), Instant::now()) {
                 tracing::info!(envs = n, reason = t.reason(), "--envs auto");
                 if let Err(e) = round.resize(n, |i| spawn_env(i, &make, tx, &cfg, io.live.clone()), &mut threads) {
                     break Err(e);
                 }
             }
-            round.counters.set_envs(round.active(), t.reason().to_string());
+            // Said again only when something changed (retired environments leave on
+            // their next reply), not every round.
+            let active = round.active() as u64;
+            if active != round.counters.envs.load(Relaxed) || t.revision() != before {
+                round.counters.set_envs(active as usize, t.reason().to_string());
+            }
         }
         // Wait for one environment, then take every other one that is ready too.
         match replies.recv_timeout(Duration::from_millis(100)) {

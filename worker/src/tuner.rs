@@ -64,6 +64,8 @@ pub struct Tuner {
     /// The next window only settles (the count just changed).
     settling: bool,
     reason: String,
+    /// Bumped at every new reason, so a reader can tell it changed without comparing.
+    revision: u64,
 }
 
 impl Tuner {
@@ -77,6 +79,7 @@ impl Tuner {
             skipped0: 0,
             settling: true,
             reason: "starting with 1 environment".into(),
+            revision: 0,
         }
     }
 
@@ -86,6 +89,10 @@ impl Tuner {
     /// Why the count is what it is, in words.
     pub fn reason(&self) -> &str {
         &self.reason
+    }
+    /// Changes whenever [`Tuner::reason`] does.
+    pub fn revision(&self) -> u64 {
+        self.revision
     }
 
     /// The actor's running totals at `now`: frames played on the bot's decisions and
@@ -131,6 +138,7 @@ impl Tuner {
         if n >= self.cfg.max {
             self.phase = Phase::Hold { since: now };
             self.reason = format!("{said}; {n} is the most allowed");
+            self.revision += 1;
             return None;
         }
         self.phase = Phase::Climb { prev: Some((n, useful)) };
@@ -139,6 +147,7 @@ impl Tuner {
 
     fn set(&mut self, n: usize, reason: String) -> Option<usize> {
         self.reason = reason;
+        self.revision += 1;
         self.settling = true;
         (n != self.envs).then(|| {
             self.envs = n;
