@@ -7,8 +7,9 @@
 //!     cargo build --release -p shine-bridge --bin shine-dolphin-peer
 //!     cargo run --release -p shine-worker --example envs_bench [SECONDS] [sim|peer|both]
 //!
-//! Fixed counts: SECONDS of warm-up, then SECONDS measured. Auto: the search runs with
-//! 3-second windows for 8 x SECONDS, then SECONDS measured (the count it holds then).
+//! Fixed counts: SECONDS of warm-up, then SECONDS measured. Auto: the worker's own
+//! search (10-second windows; no re-check) runs for 15 x SECONDS, then SECONDS
+//! measured (the count it holds then).
 
 use rand::SeedableRng;
 use shine_agent::model::{random_weights, save, ModelMeta, QNet};
@@ -53,7 +54,7 @@ where
         batch_transitions: 1000,
         batch_secs: 2.0,
         seed: 1,
-        auto: envs.is_none().then(|| TunerConfig { window: Duration::from_secs(3), recheck: Duration::from_secs(3600), ..TunerConfig::for_machine() }),
+        auto: envs.is_none().then(|| TunerConfig { recheck: Duration::from_secs(3600), ..TunerConfig::for_machine() }),
     };
     let (batch_tx, mut batch_rx) = tokio::sync::mpsc::channel(64);
     let (ep_tx, mut ep_rx) = tokio::sync::mpsc::channel(1024);
@@ -101,7 +102,7 @@ where
         println!("{:>8} {:>16.0} {:>10} {:>6}", n, o.useful_fps, o.skipped, o.envs);
         best = best.max(o.useful_fps);
     }
-    let o = run(None, make(), s * 8, s);
+    let o = run(None, make(), s * 15, s);
     println!(
         "{:>8} {:>16.0} {:>10} {:>6}   ({:+.1} % against the best fixed count)",
         "auto",

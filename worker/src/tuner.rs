@@ -10,11 +10,13 @@
 //! 1. start with one environment;
 //! 2. every window, measure useful frames/s (the first window after a change only
 //!    settles: new emulators boot, retired ones finish);
-//! 3. climbing: if the count just raised gave more than [`TunerConfig::gain`] over the
-//!    one before, add another; otherwise go back to the one before and hold;
-//! 4. holding: every [`TunerConfig::recheck`], try one more again (the machine, the
-//!    backend or the manager may have changed), and climb or come back as above;
-//! 5. at any time, too many skipped frames take one environment away.
+//! 3. doubling: while doubling the count gives more than [`TunerConfig::gain`] over
+//!    the count before, double again (big steps see past the measurement's noise);
+//! 4. stepping: from the best count so far, one more; while that gains, one more
+//!    again; when it does not, one fewer instead, the same way; then hold the best;
+//! 5. holding: every [`TunerConfig::recheck`], step again from the count held (the
+//!    machine, the backend or the manager may have changed);
+//! 6. at any time, too many skipped frames take one environment away and hold.
 //!
 //! Every change comes with its reason in words, for the log, the heartbeat, the
 //! manager's /metrics and the dashboard.
@@ -46,8 +48,11 @@ impl TunerConfig {
 
 #[derive(Debug, Clone, Copy)]
 enum Phase {
-    /// Raising the count; `prev` is the count before and its useful frames/s.
-    Climb { prev: Option<(usize, f64)> },
+    /// Doubling the count; `prev` is the count before and its useful frames/s.
+    Double { prev: Option<(usize, f64)> },
+    /// One at a time from `base` (the best so far and its useful frames/s) in `dir`;
+    /// `turned`: the other direction was tried already.
+    Step { base: (usize, f64), dir: i64, turned: bool },
     /// Settled on the count since `since`.
     Hold { since: Instant },
 }
@@ -73,7 +78,7 @@ impl Tuner {
         Tuner {
             cfg,
             envs: 1,
-            phase: Phase::Climb { prev: None },
+            phase: Phase::Double { prev: None },
             window_start: now,
             frames0: 0,
             skipped0: 0,
@@ -114,35 +119,66 @@ impl Tuner {
             self.phase = Phase::Hold { since: now };
             return self.set(n - 1, format!("{:.1} % of frames skipped with {n}: back to {}", 100.0 * skipped_share, n - 1));
         }
+        let gain = |base: f64| if base > 0.0 { useful / base - 1.0 } else { f64::INFINITY };
+        let said = |base: Option<(usize, f64)>| match base {
+            None => format!("{n} gave {useful:.0} useful frames/s"),
+            Some((b, u)) => format!("{n} gave {useful:.0} useful frames/s, {:+.0} % over {b} ({u:.0})", 100.0 * gain(u)),
+        };
         match self.phase {
-            Phase::Climb { prev: None } => self.climb_from(n, useful, now, format!("{n} gave {useful:.0} useful frames/s")),
-            Phase::Climb { prev: Some((pn, pu)) } => {
-                let change = if pu > 0.0 { useful / pu - 1.0 } else { f64::INFINITY };
-                if change > self.cfg.gain {
-                    self.climb_from(n, useful, now, format!("{n} gave {useful:.0} useful frames/s, {:+.0} % over {pn}", 100.0 * change))
+            Phase::Double { prev } => match prev {
+                Some(base) if gain(base.1) <= self.cfg.gain => {
+                    // Doubling went too far: step from the best count instead.
+                    self.step_from(base, 1, false, now, format!("{}: not worth it", said(prev)))
+                }
+                _ if n >= self.cfg.max => self.hold(now, format!("{}; {n} is the most allowed", said(prev))),
+                _ => {
+                    self.phase = Phase::Double { prev: Some((n, useful)) };
+                    let next = (2 * n).min(self.cfg.max);
+                    self.set(next, format!("{}: trying {next}", said(prev)))
+                }
+            },
+            Phase::Step { base, dir, turned } => {
+                if gain(base.1) > self.cfg.gain {
+                    self.step_from((n, useful), dir, turned, now, said(Some(base)))
+                } else if !turned {
+                    self.step_from(base, -dir, true, now, format!("{}: not worth it", said(Some(base))))
                 } else {
+                    let b = base.0;
+                    let out = self.set(b, format!("{}: not worth it, back to {b}", said(Some(base))));
                     self.phase = Phase::Hold { since: now };
-                    self.set(pn, format!("{n} gave {useful:.0} useful frames/s, {:+.0} % over {pn} ({pu:.0}): not worth it, back to {pn}", 100.0 * change))
+                    out
                 }
             }
-            Phase::Hold { since } if now.saturating_duration_since(since) >= self.cfg.recheck && n < self.cfg.max => {
-                self.phase = Phase::Climb { prev: Some((n, useful)) };
-                self.set(n + 1, format!("re-check: {n} gives {useful:.0} useful frames/s; trying {}", n + 1))
+            Phase::Hold { since } if now.saturating_duration_since(since) >= self.cfg.recheck => {
+                self.step_from((n, useful), 1, false, now, format!("re-check: {n} gives {useful:.0} useful frames/s"))
             }
             Phase::Hold { .. } => None,
         }
     }
 
-    /// `n` was worth it: try one more, or hold at the ceiling.
-    fn climb_from(&mut self, n: usize, useful: f64, now: Instant, said: String) -> Option<usize> {
-        if n >= self.cfg.max {
-            self.phase = Phase::Hold { since: now };
-            self.reason = format!("{said}; {n} is the most allowed");
-            self.revision += 1;
-            return None;
+    /// From `base`, try one step in `dir` (the other way at a bound; hold when neither
+    /// is possible).
+    fn step_from(&mut self, base: (usize, f64), dir: i64, turned: bool, now: Instant, said: String) -> Option<usize> {
+        let next = base.0 as i64 + dir;
+        if next >= 1 && next as usize <= self.cfg.max {
+            self.phase = Phase::Step { base, dir, turned };
+            return self.set(next as usize, format!("{said}: trying {next}"));
         }
-        self.phase = Phase::Climb { prev: Some((n, useful)) };
-        self.set(n + 1, format!("{said}: trying {}", n + 1))
+        if !turned {
+            return self.step_from(base, -dir, true, now, said);
+        }
+        let b = base.0;
+        let out = self.set(b, format!("{said}; holding {b}"));
+        self.phase = Phase::Hold { since: now };
+        out
+    }
+
+    /// Hold the current count.
+    fn hold(&mut self, now: Instant, reason: String) -> Option<usize> {
+        self.phase = Phase::Hold { since: now };
+        self.reason = reason;
+        self.revision += 1;
+        None
     }
 
     fn set(&mut self, n: usize, reason: String) -> Option<usize> {
@@ -185,14 +221,27 @@ mod tests {
     }
 
     #[test]
-    fn climbs_to_the_best_count_and_holds_there() {
+    fn doubles_then_steps_to_the_best_count_and_holds_there() {
         let t0 = Instant::now();
         let mut t = Tuner::new(cfg(), t0);
-        let seen = drive(&mut t, 15, t0, machine(3), |_| 0.0);
+        let seen = drive(&mut t, 25, t0, machine(3), |_| 0.0);
         assert_eq!(t.envs(), 3, "{seen:?}");
-        assert_eq!(*seen.iter().max().unwrap(), 4, "tried one past the best: {seen:?}");
-        assert!(seen[10..].iter().all(|&n| n == 3), "holds: {seen:?}");
+        // 1, 2, 4 (still better than 2), 8 (worse): then 5 (worse than 4), 3 (better),
+        // 2 (worse): back to 3.
+        let changes: Vec<usize> = seen.windows(2).filter(|w| w[0] != w[1]).map(|w| w[1]).collect();
+        assert_eq!(changes, [2, 4, 8, 5, 3, 2, 3], "{seen:?}");
+        assert!(seen[18..].iter().all(|&n| n == 3), "holds: {seen:?}");
         assert!(t.reason().contains("back to 3"), "{}", t.reason());
+    }
+
+    #[test]
+    fn a_machine_that_keeps_gaining_gets_the_ceiling_by_doubling() {
+        let t0 = Instant::now();
+        let mut t = Tuner::new(TunerConfig { max: 8, ..cfg() }, t0);
+        // Each doubling gains 20 %: steps of one (about 5 %) would stop early on noise.
+        let seen = drive(&mut t, 12, t0, |n| 1000.0 * 1.2f64.powf((n as f64).log2()), |_| 0.0);
+        assert_eq!(t.envs(), 8, "{seen:?}");
+        assert!(t.reason().contains("most allowed"), "{}", t.reason());
     }
 
     #[test]
