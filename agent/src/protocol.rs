@@ -44,6 +44,15 @@ pub struct Registration {
     pub upload_every_transitions: u32,
     /// ...or after this many seconds, whichever comes first.
     pub upload_every_secs: f64,
+    /// The largest upload body the manager takes (its `[server] max_upload_bytes`; 0:
+    /// not said). A worker whose uploads the manager answers "busy" makes its batches
+    /// larger, never past this.
+    #[serde(default)]
+    pub max_upload_bytes: u64,
+    /// Transitions the manager's ingest queue holds (0: not said): a batch never grows
+    /// past it, so the queue keeps taking fresh data in small steps.
+    #[serde(default)]
+    pub ingest_queue_transitions: u64,
     pub model_poll_secs: f64,
     pub heartbeat_secs: f64,
     /// Share of episodes played greedily at `cpu_level` for evaluation.

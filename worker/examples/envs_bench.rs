@@ -53,6 +53,7 @@ where
         eval_share: 0.0,
         batch_transitions: 1000,
         batch_secs: 2.0,
+        batch_cap: 0,
         seed: 1,
         auto: envs.is_none().then(|| TunerConfig { recheck: Duration::from_secs(3600), ..TunerConfig::for_machine() }),
     };

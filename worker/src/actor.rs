@@ -67,6 +67,9 @@ pub struct ActorConfig {
     pub eval_share: f64,
     pub batch_transitions: usize,
     pub batch_secs: f64,
+    /// The most transitions a batch may grow to while the manager answers busy (at
+    /// most `batch_transitions`: batches never grow).
+    pub batch_cap: usize,
     pub seed: u64,
     /// `--envs auto`: start with one environment and let [`Tuner`] set the count.
     pub auto: Option<TunerConfig>,
@@ -177,8 +180,10 @@ where
     counters.envs_auto.store(tuner.is_some(), Relaxed);
     counters.set_envs(start_envs, tuner.as_ref().map_or_else(|| format!("fixed at {start_envs} (--envs)"), |t| t.reason().to_string()));
 
+    counters.batch_scale_max.store((cfg.batch_cap / cfg.batch_transitions.max(1)).max(1) as u64, Relaxed);
     let batcher =
-        Batcher::new(cfg.batch_transitions, Duration::from_secs_f64(cfg.batch_secs.max(0.01)), cfg.n_step.max(1), io.batches.clone(), counters.clone());
+        Batcher::new(cfg.batch_transitions, Duration::from_secs_f64(cfg.batch_secs.max(0.01)), cfg.n_step.max(1), io.batches.clone(), counters.clone())
+            .with_cap(cfg.batch_cap);
     let mut round = Round {
         cfg: &cfg,
         slots,

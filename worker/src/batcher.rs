@@ -31,6 +31,8 @@ pub struct Batcher {
     started: Option<Instant>,
     max_transitions: usize,
     max_age: Duration,
+    /// The most transitions a batch may grow to when the manager is busy.
+    cap: usize,
     n_step: u8,
     out: tokio::sync::mpsc::Sender<RawBatch>,
     counters: Arc<ActorCounters>,
@@ -39,7 +41,21 @@ pub struct Batcher {
 impl Batcher {
     pub fn new(max_transitions: usize, max_age: Duration, n_step: u8, out: tokio::sync::mpsc::Sender<RawBatch>, counters: Arc<ActorCounters>) -> Self {
         let max_transitions = max_transitions.clamp(1, shine_agent::experience::MAX_COUNT as usize);
-        Batcher { data: Vec::new(), version: 0, started: None, max_transitions, max_age, n_step, out, counters }
+        Batcher { data: Vec::new(), version: 0, started: None, max_transitions, max_age, cap: max_transitions, n_step, out, counters }
+    }
+
+    /// Let batches grow to `cap` transitions while the manager is busy (never past the
+    /// format's count; never below the size asked).
+    pub fn with_cap(mut self, cap: usize) -> Self {
+        self.cap = cap.clamp(self.max_transitions, shine_agent::experience::MAX_COUNT as usize);
+        self
+    }
+
+    /// This batch's size and age: the manager's, scaled up while it is busy.
+    fn limits(&self) -> (usize, Duration) {
+        let scale = self.counters.batch_scale.load(Relaxed).max(1) as usize;
+        let size = self.max_transitions.saturating_mul(scale).min(self.cap);
+        (size, self.max_age.mul_f64((size as f64 / self.max_transitions as f64).max(1.0)))
     }
 
     /// Add one transition chosen by model `version`. A batch holds one version only,
@@ -53,7 +69,7 @@ impl Batcher {
             self.started = Some(Instant::now());
         }
         self.data.extend_from_slice(row);
-        if self.data.len() / TRANSITION_FLOATS >= self.max_transitions {
+        if self.data.len() / TRANSITION_FLOATS >= self.limits().0 {
             self.flush()?;
         }
         Ok(())
@@ -61,7 +77,7 @@ impl Batcher {
 
     pub fn flush_if_due(&mut self, now: Instant) -> anyhow::Result<()> {
         match self.started {
-            Some(t) if now.duration_since(t) >= self.max_age => self.flush(),
+            Some(t) if now.duration_since(t) >= self.limits().1 => self.flush(),
             _ => Ok(()),
         }
     }
@@ -108,5 +124,27 @@ mod tests {
         let got: Vec<(usize, u64, u8)> = std::iter::from_fn(|| rx.try_recv().ok()).map(|b| (b.count(), b.model_version, b.n_step)).collect();
         assert_eq!(got, vec![(3, 1, 2), (1, 1, 2), (1, 2, 2)], "full batch, then a version change, then the final flush");
         assert_eq!(counters.transitions.load(Relaxed), 5);
+    }
+
+    #[test]
+    fn a_busy_manager_gets_larger_batches_up_to_the_cap() {
+        let (tx, mut rx) = tokio::sync::mpsc::channel(16);
+        let counters = Arc::new(ActorCounters::default());
+        let mut b = Batcher::new(2, Duration::from_secs(3600), 1, tx, counters.clone()).with_cap(5);
+        let row = transition_row(&st(1.0), 0, 1.0, &st(1.0), false);
+        counters.batch_scale.store(2, Relaxed);
+        for _ in 0..4 {
+            b.push(&row, 1).unwrap();
+        }
+        counters.batch_scale.store(16, Relaxed); // 32 asked: the cap (5) holds
+        for _ in 0..5 {
+            b.push(&row, 1).unwrap();
+        }
+        counters.batch_scale.store(1, Relaxed);
+        for _ in 0..2 {
+            b.push(&row, 1).unwrap();
+        }
+        let got: Vec<usize> = std::iter::from_fn(|| rx.try_recv().ok()).map(|b| b.count()).collect();
+        assert_eq!(got, vec![4, 5, 2]);
     }
 }

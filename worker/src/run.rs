@@ -292,6 +292,7 @@ fn actor_config(reg: &Registration, settings: &Settings) -> anyhow::Result<Actor
         eval_share: reg.eval_share,
         batch_transitions: reg.upload_every_transitions as usize,
         batch_secs: reg.upload_every_secs,
+        batch_cap: uploader::batch_cap(reg.upload_every_transitions as usize, reg.max_upload_bytes, reg.ingest_queue_transitions),
         seed: settings.seed,
         auto: (settings.envs == Envs::Auto).then(TunerConfig::for_machine),
     })

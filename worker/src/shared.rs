@@ -86,6 +86,11 @@ pub struct ActorCounters {
     pub envs: AtomicU64,
     /// `--envs auto` sets the count.
     pub envs_auto: std::sync::atomic::AtomicBool,
+    /// Batches are this many times the manager's size and age (0 or 1: as asked): the
+    /// uploader doubles it while the manager answers busy ([`crate::uploader::next_scale`]).
+    pub batch_scale: AtomicU64,
+    /// The most `batch_scale` can usefully be: the batch cap over the manager's size.
+    pub batch_scale_max: AtomicU64,
     envs_reason: std::sync::Mutex<String>,
     /// The manager's epsilon, as f64 bits.
     epsilon: AtomicU64,

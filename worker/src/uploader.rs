@@ -92,6 +92,43 @@ pub async fn spool_batches(mut rx: tokio::sync::mpsc::Receiver<RawBatch>, sessio
 /// Spooled batches at which the actor is paused until the manager catches up.
 pub const BACKLOG_PAUSE: u64 = 4;
 
+/// The most a busy manager's answers scale batches up (size and age).
+pub const MAX_BATCH_SCALE: u64 = 16;
+/// Uploads taken in a row after which the batches halve again.
+const CALM_UPLOADS: u32 = 8;
+
+/// The batch scale after an answer: doubled on "busy" (up to `max`, itself at most
+/// [`MAX_BATCH_SCALE`]), and halved after [`CALM_UPLOADS`] uploads taken in a row (down
+/// to 1). `calm` counts them.
+pub fn next_scale(scale: u64, busy: bool, calm: &mut u32, max: u64) -> u64 {
+    let scale = scale.max(1);
+    if busy {
+        *calm = 0;
+        return (scale * 2).min(max.clamp(1, MAX_BATCH_SCALE)).max(scale.min(max.max(1)));
+    }
+    *calm += 1;
+    if *calm >= CALM_UPLOADS && scale > 1 {
+        *calm = 0;
+        return scale / 2;
+    }
+    scale
+}
+
+/// The most transitions a batch may hold when scaled up: [`MAX_BATCH_SCALE`] times the
+/// manager's size, and never more than its ingest queue holds (`queue`), than fits its
+/// `max_upload_bytes` uncompressed (zstd only shrinks these rows; 2 % spare) or than the
+/// format's count. Either limit not said (0): no growth.
+pub fn batch_cap(every: usize, max_upload_bytes: u64, queue: u64) -> usize {
+    if max_upload_bytes == 0 || queue == 0 {
+        return every;
+    }
+    let queue = usize::try_from(queue).unwrap_or(usize::MAX);
+    let row_bytes = (shine_agent::experience::TRANSITION_FLOATS * 4) as u128;
+    let fits = u128::from(max_upload_bytes.saturating_sub(shine_agent::experience::HEADER_LEN as u64)) * 98 / 100 / row_bytes;
+    let fits = usize::try_from(fits).unwrap_or(usize::MAX);
+    (every.saturating_mul(MAX_BATCH_SCALE as usize)).min(fits).min(queue).min(shine_agent::experience::MAX_COUNT as usize).max(every)
+}
+
 /// How long a batch waits after the manager answered 503 (busy) before it is offered again.
 pub const BUSY_RETRY: Duration = Duration::from_millis(500);
 
@@ -109,8 +146,18 @@ pub enum DrainMode {
 /// spool is empty or the manager fails (mode `Flush`). Returns an error only when the
 /// worker must stop (the manager refuses the token).
 pub async fn drain(session: Session, spool: Arc<Mutex<Spool>>, wake: Arc<Notify>, stop: CancellationToken, mode: DrainMode) -> anyhow::Result<()> {
-    let Session { client, identity, uploads: stats, .. } = session;
+    let Session { client, identity, uploads: stats, counters, .. } = session;
     let mut delays = backoff();
+    let mut calm = 0;
+    let mut rescale = |busy: bool| {
+        let (was, mut c) = (counters.batch_scale.load(Relaxed).max(1), calm);
+        let now = next_scale(was, busy, &mut c, counters.batch_scale_max.load(Relaxed));
+        calm = c;
+        if now != was {
+            counters.batch_scale.store(now, Relaxed);
+            tracing::info!(scale = now, "{}", if busy { "the manager is busy: larger batches" } else { "the manager keeps up: smaller batches" });
+        }
+    };
     loop {
         if stop.is_cancelled() {
             return Ok(());
@@ -138,6 +185,7 @@ pub async fn drain(session: Session, spool: Arc<Mutex<Spool>>, wake: Arc<Notify>
                     stats.batches_uploaded.fetch_add(1, Relaxed);
                     stats.transitions_uploaded.fetch_add(entry.transitions, Relaxed);
                 }
+                rescale(false);
                 finish(&spool, &stats, &entry).await?;
                 delays = backoff();
                 continue;
@@ -160,6 +208,7 @@ pub async fn drain(session: Session, spool: Arc<Mutex<Spool>>, wake: Arc<Notify>
             Err(ApiError::Status { status: 503, .. }) => {
                 release(&spool, &entry).await;
                 stats.busy_answers.fetch_add(1, Relaxed);
+                rescale(true);
                 tracing::debug!(batch = %entry.name, "the manager is busy; offering the batch again shortly");
                 tokio::select! {
                     _ = tokio::time::sleep(BUSY_RETRY) => {}
@@ -204,4 +253,52 @@ async fn finish(spool: &Arc<Mutex<Spool>>, stats: &Arc<UploadStats>, entry: &Ent
 async fn release(spool: &Arc<Mutex<Spool>>, entry: &Entry) {
     let seq = entry.seq;
     with_spool(spool, move |s| s.release(seq)).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn busy_answers_double_the_batches_and_calm_ones_halve_them() {
+        let mut calm = 0;
+        let mut s = 1;
+        for want in [2, 4, 8, 16, 16] {
+            s = next_scale(s, true, &mut calm, 100);
+            assert_eq!(s, want, "doubled, up to 16 whatever the cap allows");
+        }
+        for _ in 0..7 {
+            s = next_scale(s, false, &mut calm, 100);
+        }
+        assert_eq!(s, 16, "seven uploads taken: not yet");
+        s = next_scale(s, false, &mut calm, 100);
+        assert_eq!(s, 8, "the eighth halves it");
+        s = next_scale(s, true, &mut calm, 100);
+        assert_eq!((s, calm), (16, 0), "busy again: doubled, the calm count starts over");
+        let mut c = 0;
+        assert_eq!(next_scale(1, false, &mut c, 100), 1, "never below 1");
+        // A cap of 4 times the size: the scale stops at 4.
+        let (mut s, mut c) = (1, 0);
+        for _ in 0..5 {
+            s = next_scale(s, true, &mut c, 4);
+        }
+        assert_eq!(s, 4);
+        assert_eq!(next_scale(1, true, &mut c, 1), 1, "no room to grow: stays 1");
+    }
+
+    #[test]
+    fn batches_grow_only_as_far_as_the_manager_takes() {
+        // The default 32 MiB and queue: 16 times 2,000 (32,000 rows of 228 bytes, 7.3 MB).
+        assert_eq!(batch_cap(2000, 32 << 20, 200_000), 32_000);
+        // 1 MiB: 4,502 rows fit (98 % of it, less the header).
+        assert_eq!(batch_cap(2000, 1 << 20, 200_000), ((1u64 << 20) - 64) as usize * 98 / 100 / 228);
+        // A queue of four uploads: four uploads' worth at most.
+        assert_eq!(batch_cap(1000, 32 << 20, 4000), 4000);
+        // Not said: no growth. Never below the size asked, never past the format.
+        assert_eq!(batch_cap(2000, 0, 200_000), 2000);
+        assert_eq!(batch_cap(2000, 32 << 20, 0), 2000);
+        assert_eq!(batch_cap(2000, 1000, 200_000), 2000);
+        assert_eq!(batch_cap(2000, 32 << 20, 100), 2000);
+        assert_eq!(batch_cap(50_000, u64::MAX, u64::MAX), shine_agent::experience::MAX_COUNT as usize);
+    }
 }

@@ -34,6 +34,7 @@ fn config(n_step: u8, eval_share: f64) -> ActorConfig {
         eval_share,
         batch_transitions: 500,
         batch_secs: 3600.0,
+        batch_cap: 0,
         seed: 7,
         auto: None,
     }

@@ -135,3 +135,38 @@ fn the_rate_limiter_paces_the_worker_to_the_learner_and_loses_nothing() {
     assert_eq!(u(&stats, "transitions_uploaded") + u(&stats, "spooled_transitions"), u(&stats, "transitions_generated"), "{stats}");
     assert_eq!(metric(port, "shine_transitions_accepted_total").unwrap() as u64, u(&stats, "transitions_uploaded"), "the manager counted each transition once");
 }
+
+#[test]
+fn a_busy_manager_gets_larger_batches_never_past_its_queue() {
+    // The learner cannot keep up (128 samples per insert), so uploads are answered 503;
+    // the queue holds four uploads of 500 (insert_slack 2,000): the worker's batches
+    // double to 1,000 and 2,000 transitions, and no further.
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let manager = start_manager_with(
+        dir.path(),
+        port,
+        1,
+        // One model for the whole test: a batch holds one model's play, so models
+        // published every few steps would cut batches short whatever their size.
+        "burn_in = 200\nsamples_per_insert = 128.0\nrate_slack = 1024\ninsert_slack = 2000\ningest_queue_transitions = 2000\npublish_every = 1000000",
+    );
+    let mut worker = start_worker(dir.path(), port, &[]);
+    wait_for(Duration::from_secs(240), "batches scaled up four times", || worker.log().contains("scale=4"), &manager);
+    // The batches made before (the spool's backlog, the hand-over channel, the one in
+    // the making: up to 8) go first; then four of the larger ones are measured.
+    let uploads = || metric(port, "shine_uploads_total").unwrap_or(0.0);
+    let start = uploads();
+    wait_for(Duration::from_secs(300), "the older batches sent", || uploads() >= start + 8.0, &manager);
+    let (a0, u0) = (metric(port, "shine_transitions_accepted_total").unwrap(), uploads());
+    wait_for(Duration::from_secs(300), "four more uploads", || uploads() >= u0 + 4.0, &manager);
+    let (a1, u1) = (metric(port, "shine_transitions_accepted_total").unwrap(), uploads());
+    worker.signal("TERM");
+    assert!(worker.wait(Duration::from_secs(60)).success(), "worker log:\n{}", worker.log());
+    let per_upload = (a1 - a0) / (u1 - u0);
+    assert!(per_upload > 1000.0, "uploads grew past 500 transitions: {per_upload:.0} each ({} uploads)", u1 - u0);
+    assert!(!worker.log().contains("scale=8"), "never past the queue (2,000 = 4 x 500):\n{}", worker.log());
+    let stats = read_stats(dir.path());
+    assert!(u(&stats, "busy_answers") > 0, "{stats}");
+    assert_eq!(u(&stats, "transitions_dropped_spool_full") + u(&stats, "transitions_rejected"), 0, "nothing lost: {stats}");
+}

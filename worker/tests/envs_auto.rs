@@ -84,6 +84,7 @@ fn envs_auto_settles_on_the_machines_best_count_and_follows_a_change() {
         eval_share: 0.0,
         batch_transitions: 500,
         batch_secs: 1.0,
+        batch_cap: 0,
         seed: 5,
         auto: Some(TunerConfig { max: 8, window: Duration::from_millis(400), gain: 0.05, max_skipped: 0.02, recheck: Duration::from_secs(3) }),
     };

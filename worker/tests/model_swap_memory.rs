@@ -42,6 +42,7 @@ fn memory_stays_flat_over_150_model_swaps() {
         eval_share: 0.0,
         batch_transitions: 1000,
         batch_secs: 0.5,
+        batch_cap: 0,
         seed: 3,
         auto: None,
     };

@@ -38,6 +38,7 @@ fn a_pause_in_a_dolphin_episode_cuts_it() {
         // A batch per transition: the actor blocks within a few decisions of the pause.
         batch_transitions: 1,
         batch_secs: 3600.0,
+        batch_cap: 0,
         seed: 3,
         auto: None,
     };

@@ -34,6 +34,8 @@ async fn register(State(s): State<AppState>, _: Writer, ApiJson(info): ApiJson<R
             gamma: s.config.dqn.gamma,
             upload_every_transitions: w.upload_every_transitions,
             upload_every_secs: w.upload_every_secs,
+            max_upload_bytes: s.config.server.max_upload_bytes as u64,
+            ingest_queue_transitions: s.config.trainer.queue_capacity(),
             model_poll_secs: w.model_poll_secs,
             heartbeat_secs: w.heartbeat_secs,
             eval_share: g.eval_share,

@@ -57,7 +57,7 @@ heartbeat_secs = 0.5
 
 [trainer]
 {trainer}
-publish_every = 20
+{publish}
 checkpoint_every = 0
 device = "cpu"
 
@@ -69,7 +69,9 @@ update_size = 500
 [dqn]
 target_sync_every = 100
 "#,
-            data.display()
+            data.display(),
+            // A model every 20 steps, unless the test says otherwise.
+            publish = if trainer.contains("publish_every") { "" } else { "publish_every = 20" },
         ),
     )
     .unwrap();
