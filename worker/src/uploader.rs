@@ -104,7 +104,7 @@ pub fn next_scale(scale: u64, busy: bool, calm: &mut u32, max: u64) -> u64 {
     let scale = scale.max(1);
     if busy {
         *calm = 0;
-        return (scale * 2).min(max.clamp(1, MAX_BATCH_SCALE)).max(scale.min(max.max(1)));
+        return (scale * 2).min(max.clamp(1, MAX_BATCH_SCALE));
     }
     *calm += 1;
     if *calm >= CALM_UPLOADS && scale > 1 {
@@ -150,9 +150,8 @@ pub async fn drain(session: Session, spool: Arc<Mutex<Spool>>, wake: Arc<Notify>
     let mut delays = backoff();
     let mut calm = 0;
     let mut rescale = |busy: bool| {
-        let (was, mut c) = (counters.batch_scale.load(Relaxed).max(1), calm);
-        let now = next_scale(was, busy, &mut c, counters.batch_scale_max.load(Relaxed));
-        calm = c;
+        let was = counters.batch_scale.load(Relaxed).max(1);
+        let now = next_scale(was, busy, &mut calm, counters.batch_scale_max.load(Relaxed));
         if now != was {
             counters.batch_scale.store(now, Relaxed);
             tracing::info!(scale = now, "{}", if busy { "the manager is busy: larger batches" } else { "the manager keeps up: smaller batches" });
