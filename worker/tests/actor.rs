@@ -3,11 +3,11 @@
 
 mod common;
 
-use common::{model, Scripted, AGENT_PERCENT, OPPONENT_X, PAUSE_FRAMES};
+use common::{actor_config, model, Scripted, AGENT_PERCENT, OPPONENT_X, PAUSE_FRAMES};
 use shine_agent::experience::{col, TRANSITION_FLOATS};
 use shine_agent::model::{QNet, Scratch};
 use shine_agent::protocol::EpisodeReport;
-use shine_agent::{ActionSet, Task, STATE_DIM};
+use shine_agent::STATE_DIM;
 use shine_bridge::MatchSetup;
 use shine_worker::actor::{run_actor, ActorConfig, ActorIo, Model};
 use shine_worker::batcher::RawBatch;
@@ -22,22 +22,7 @@ fn schedule(seed: u64) -> Option<u32> {
 }
 
 fn config(n_step: u8, eval_share: f64) -> ActorConfig {
-    ActorConfig {
-        task: Task::Untouchable,
-        actions: ActionSet::Untouchable,
-        setup: MatchSetup::default(),
-        envs: 3,
-        n_step,
-        gamma: 0.9,
-        cpu_level: 9,
-        cpu_level_top_share: 0.7,
-        eval_share,
-        batch_transitions: 500,
-        batch_secs: 3600.0,
-        batch_cap: 0,
-        seed: 7,
-        auto: None,
-    }
+    ActorConfig { n_step, gamma: 0.9, eval_share, batch_transitions: 500, batch_secs: 3600.0, ..actor_config(3, 7) }
 }
 
 struct Played {

@@ -5,8 +5,7 @@
 
 mod common;
 
-use common::{model, Scripted};
-use shine_agent::{ActionSet, Task};
+use common::{actor_config, model, Scripted};
 use shine_bridge::{Emulator, MatchSetup, Pad, RamView};
 use shine_worker::actor::{run_actor, ActorConfig, ActorIo, Model};
 use shine_worker::shared::ActorCounters;
@@ -73,20 +72,11 @@ fn settles_on(counters: &ActorCounters, n: u64, hold: Duration, within: Duration
 fn envs_auto_settles_on_the_machines_best_count_and_follows_a_change() {
     let machine = Arc::new(Machine { running: AtomicUsize::new(0), knee: AtomicUsize::new(3) });
     let cfg = ActorConfig {
-        task: Task::Untouchable,
-        actions: ActionSet::Untouchable,
-        setup: MatchSetup::default(),
-        envs: 1,
-        n_step: 1,
-        gamma: 0.99,
-        cpu_level: 9,
         cpu_level_top_share: 1.0,
-        eval_share: 0.0,
         batch_transitions: 500,
         batch_secs: 1.0,
-        batch_cap: 0,
-        seed: 5,
         auto: Some(TunerConfig { max: 8, window: Duration::from_millis(400), gain: 0.05, max_skipped: 0.02, recheck: Duration::from_secs(3) }),
+        ..actor_config(1, 5)
     };
     let (batch_tx, mut batch_rx) = tokio::sync::mpsc::channel(16);
     let (ep_tx, mut ep_rx) = tokio::sync::mpsc::channel(16);

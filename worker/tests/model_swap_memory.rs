@@ -9,11 +9,10 @@
 
 mod common;
 
-use common::{model_bytes, Scripted};
+use common::{actor_config, model_bytes, Scripted};
 use shine_agent::model::QNet;
-use shine_agent::{ActionSet, Task};
 use shine_bridge::MatchSetup;
-use shine_worker::actor::{run_actor, ActorConfig, ActorIo, Model};
+use shine_worker::actor::{run_actor, ActorIo, Model};
 use shine_worker::shared::ActorCounters;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -30,22 +29,7 @@ fn rss_kib() -> u64 {
 fn memory_stays_flat_over_150_model_swaps() {
     const WARMUP: u64 = 10;
     const SWAPS: u64 = 150;
-    let cfg = ActorConfig {
-        task: Task::Untouchable,
-        actions: ActionSet::Untouchable,
-        setup: MatchSetup::default(),
-        envs: 2,
-        n_step: 1,
-        gamma: 0.99,
-        cpu_level: 9,
-        cpu_level_top_share: 0.7,
-        eval_share: 0.0,
-        batch_transitions: 1000,
-        batch_secs: 0.5,
-        batch_cap: 0,
-        seed: 3,
-        auto: None,
-    };
+    let cfg = actor_config(2, 3);
     let (batch_tx, mut batch_rx) = tokio::sync::mpsc::channel(4);
     let (ep_tx, mut ep_rx) = tokio::sync::mpsc::channel(4);
     let (model_tx, model_rx) = tokio::sync::mpsc::channel(1);

@@ -7,8 +7,7 @@
 mod common;
 mod procs;
 
-use common::model;
-use shine_agent::{ActionSet, Task};
+use common::{actor_config, model};
 use shine_bridge::dolphin::{Dolphin, DolphinConfig};
 use shine_bridge::MatchSetup;
 use shine_worker::actor::{run_actor, ActorConfig, ActorIo, Model};
@@ -26,21 +25,11 @@ fn a_pause_in_a_dolphin_episode_cuts_it() {
     std::fs::write(&scenario, "seed = 1\npace = free\nfps = 100\n").unwrap();
     let setup = MatchSetup::default();
     let cfg = ActorConfig {
-        task: Task::Untouchable,
-        actions: ActionSet::Untouchable,
-        setup,
-        envs: 1,
-        n_step: 1,
-        gamma: 0.99,
-        cpu_level: 9,
         cpu_level_top_share: 1.0,
-        eval_share: 0.0,
         // A batch per transition: the actor blocks within a few decisions of the pause.
         batch_transitions: 1,
         batch_secs: 3600.0,
-        batch_cap: 0,
-        seed: 3,
-        auto: None,
+        ..actor_config(1, 3)
     };
     let make = {
         let (peer, scenario, user) = (peer.clone(), scenario.clone(), dir.path().join("u"));

@@ -7,9 +7,11 @@
 
 use rand::SeedableRng;
 use shine_agent::model::{random_weights, save, ModelMeta, QNet};
+use shine_agent::{ActionSet, Task};
 use shine_bridge::melee::action;
 use shine_bridge::ram::{addr, fighter, static_block, static_player, RamImage, SIM_FIGHTER_DATA};
 use shine_bridge::{Emulator, MatchSetup, Pad, RamView};
+use shine_worker::actor::ActorConfig;
 
 /// Frame at which the agent is hit, from the episode seed; `None`: never.
 pub type Schedule = fn(u64) -> Option<u32>;
@@ -106,4 +108,25 @@ pub fn model_bytes(version: u64, weights_seed: u64) -> Vec<u8> {
 
 pub fn model(version: u64) -> QNet {
     QNet::load(&model_bytes(version, 1)).unwrap()
+}
+
+/// An actor playing the Untouchable task with one-step returns and a fixed number of
+/// environments; each test changes what it tests (`..actor_config(envs, seed)`).
+pub fn actor_config(envs: usize, seed: u64) -> ActorConfig {
+    ActorConfig {
+        task: Task::Untouchable,
+        actions: ActionSet::Untouchable,
+        setup: MatchSetup::default(),
+        envs,
+        n_step: 1,
+        gamma: 0.99,
+        cpu_level: 9,
+        cpu_level_top_share: 0.7,
+        eval_share: 0.0,
+        batch_transitions: 1000,
+        batch_secs: 0.5,
+        batch_cap: 0,
+        seed,
+        auto: None,
+    }
 }
