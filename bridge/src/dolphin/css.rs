@@ -168,7 +168,7 @@ pub fn slider_token(port: usize, level: u8) -> (f32, f32) {
     let i = usize::from(level.clamp(1, 9) - 1);
     (-30.9 + 15.4 * port as f32 + SLIDER_OFFSETS[i], -15.12)
 }
-pub const SLIDER_OFFSETS: [f32; 9] = [0.0, 0.746_401, 1.996_401, 3.483_204, 4.478_405, 5.971_207, 6.966_408, 8.459_207, 9.454_408];
+const SLIDER_OFFSETS: [f32; 9] = [0.0, 0.746_401, 1.996_401, 3.483_204, 4.478_405, 5.971_207, 6.966_408, 8.459_207, 9.454_408];
 
 /// Final Destination on the stage-select screen (libmelee `choose_stage`).
 pub const FINAL_DESTINATION: (f32, f32) = (6.7, -9.0);

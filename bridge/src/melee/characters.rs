@@ -112,16 +112,6 @@ impl Character {
     pub fn by_internal(internal: u32) -> Option<Character> {
         ROSTER.iter().copied().find(|c| u32::from(c.internal) == internal || (internal == 0x0B && *c == ICE_CLIMBERS))
     }
-    /// The row whose static block +0x04 is `external`.
-    pub fn by_external(external: u32) -> Option<Character> {
-        ROSTER.iter().copied().find(|c| u32::from(c.external) == external)
-    }
-    /// By name, ignoring case, spaces and punctuation ("fox", "Mr. Game & Watch").
-    pub fn by_name(name: &str) -> Option<Character> {
-        let key = |s: &str| s.chars().filter(|c| c.is_ascii_alphanumeric()).collect::<String>().to_ascii_lowercase();
-        let want = key(name);
-        ROSTER.iter().copied().find(|c| key(c.name) == want)
-    }
 }
 
 impl std::fmt::Display for Character {
@@ -263,13 +253,9 @@ mod tests {
 
     #[test]
     fn lookups() {
-        assert_eq!(Character::by_name("fox"), Some(FOX));
-        assert_eq!(Character::by_name("Mr Game and Watch"), None);
-        assert_eq!(Character::by_name("mr. game & watch"), Some(GAME_AND_WATCH));
         assert_eq!(Character::by_internal(0x12), Some(MARTH));
         assert_eq!(Character::by_internal(0x0B), Some(ICE_CLIMBERS));
         assert_eq!(Character::by_internal(0x07), None, "Sheik has no icon");
-        assert_eq!(Character::by_external(0x02), Some(FOX));
         assert_eq!(Character::by_icon(25), None);
         assert_eq!(describe(None, 0x2a), "unknown (0x2a)");
     }
