@@ -40,6 +40,7 @@
 
 pub mod bench;
 pub mod checkpoint;
+pub mod device;
 pub mod priority;
 pub mod replay;
 pub mod trainer;

@@ -1,43 +1,45 @@
-//! The trainer: one thread that owns the learner, its optimizer and the replay.
+//! One run's trainer: its learner, optimizer, replay, rate limiter and counters
+//! ([`RunTrainer`], owned by the device thread of [`crate::device`]), and the side the
+//! HTTP handlers hold ([`TrainerClient`]).
 //!
 //! API for the service half:
 //! ```text
-//! let trainer = trainer::spawn(trainer_cfg, replay_cfg, dqn_cfg, action_set, device,
-//!                              restore, |published| registry.publish(..))?;
-//!     // restores <data_dir>/checkpoint if present and the replay rows the write-ahead
-//!     // log kept (`Restore`); publishes the current model before returning: version 1,
-//!     // random weights, on a fresh start; above every version ever published after a
-//!     // crash that lost models published since the checkpoint.
-//! let r = trainer.reserve(count)?  // room in the ingest queue, decided from the
+//! let client = device.add_run(RunSetup { name, weight, trainer, replay, dqn, actions, restore },
+//!                             |published| registry.publish(..))?;
+//!     // restores <restore.data_dir>/checkpoint if present and the replay rows the
+//!     // write-ahead log kept (`Restore`); publishes the current model before returning:
+//!     // version 1, random weights, on a fresh start; above every version ever published
+//!     // after a crash that lost models published since the checkpoint.
+//! let r = client.reserve(count)?   // room in the ingest queue, decided from the
 //!                                  // upload's header alone: Err(Full) -> HTTP 503
 //! r.ingest(batch)                  // the validated batch takes the reserved room
-//! trainer.stats()                // TrainerStats: Clone + Serialize, for /stats, /metrics
-//! trainer.client()               // TrainerClient: Clone + Send + Sync, same two methods,
-//!                                // for the axum state
-//! trainer.shutdown()             // on SIGTERM / ctrl-C: final checkpoint, join
+//! client.stats()                   // TrainerStats: Clone + Serialize, for /stats, /metrics
+//! client.set_paused(true)          // no train steps until resumed
+//! trainer::spawn(..)               // one run on a device of its own (tests, tools):
+//!                                  // TrainerHandle { try_ingest, stats, client, shutdown }
 //! trainer::wire_expect(&dqn_cfg, action_set)   // what experience::decode must check
 //! TrainerConfig::device()        // "auto" | "cpu" | "cuda" | "cuda:N" -> tch::Device
 //! ```
-//! Dropping the handle also stops and joins the thread (the guard of STYLE.md), with
-//! the final checkpoint; `shutdown` does the same and returns its error, if any.
 //!
-//! The loop: drain the ingest queue into the replay; if burn-in is done and the
-//! [`RateLimiter`] allows, sample a batch and take a train step; otherwise block on the
-//! queue for a short while (never spin). Every `stats_every` steps the loss and mean Q
-//! come back to the host (the only device sync of the steady state besides block
-//! writes, publishes and checkpoints); every `publish_every` steps a new model version
-//! goes to `publish`; every `checkpoint_every` steps a checkpoint is written.
+//! A run's turn on the device: its queued uploads go into the replay unless the fleet
+//! is too far ahead of the learner ([`RateLimiter::takes_inserts`]); if burn-in is done,
+//! it is not paused and the [`RateLimiter`] allows, it may take a train step. Every
+//! `stats_every` steps the loss and mean Q come back to the host (the only device sync
+//! of the steady state besides block writes, publishes and checkpoints); every
+//! `publish_every` steps a new model version goes to `publish`; every
+//! `checkpoint_every` steps (or `checkpoint_every_secs`) a checkpoint is written.
 //!
 //! On a graceful stop the queue is drained into the replay before the final checkpoint.
 //!
-//! Why one thread and a std channel: libtorch calls block, so the trainer cannot live
-//! on the async runtime; one owner means the replay and the model need no locks. The
-//! queue is bounded in transitions ([`TrainerConfig::queue_capacity`]): that is the
+//! Why one owner thread and a std channel: libtorch calls block, so the trainer cannot
+//! live on the async runtime; one owner means the replay and the model need no locks.
+//! The queue is bounded in transitions ([`TrainerConfig::queue_capacity`]): that is the
 //! back-pressure point (a full queue becomes a 503 and the worker's spool keeps the
 //! data until it retries), and it is what makes a 202 mean "in the replay within the
 //! rate limiter's window".
 
 use crate::checkpoint::{self, RunCounters};
+use crate::device::{Device, Msg, RunId};
 use crate::replay::{Replay, ReplayConfig, ReplayKind};
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
@@ -47,14 +49,10 @@ use shine_agent::model::ModelMeta;
 use shine_agent::ActionSet;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender, TryRecvError};
+use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use thiserror::Error;
-
-/// How long an idle trainer waits on the queue before it looks at the stop flag again.
-const IDLE_WAIT: Duration = Duration::from_millis(50);
 
 /// The `[trainer]` section of `configs/manager.toml`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -271,8 +269,11 @@ pub struct TrainerStats {
     /// Transitions accepted and waiting in the ingest queue for the replay.
     pub queued: u64,
     pub last_checkpoint_step: Option<u64>,
-    /// False once the thread has ended (shutdown, or a failure: see the log).
+    /// False once the run's trainer has ended (shutdown, removal, or a failure: see
+    /// the log).
     pub running: bool,
+    /// Paused through the API: no train steps until resumed.
+    pub paused: bool,
 }
 
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -285,20 +286,34 @@ pub enum IngestError {
     Stopped,
 }
 
-struct Shared {
-    stats: Mutex<TrainerStats>,
-    stop: AtomicBool,
+/// What the HTTP side and the device thread share about one run.
+pub(crate) struct Shared {
+    pub(crate) stats: Mutex<TrainerStats>,
+    /// Set when the whole trainer stops (shutdown, or its thread failed).
+    pub(crate) device_stop: Arc<AtomicBool>,
+    /// Set when this run alone has stopped (removed, or its step failed).
+    pub(crate) run_stop: AtomicBool,
+    /// While set the device thread takes no train step for this run (its queue still
+    /// drains into the replay).
+    pub(crate) paused: AtomicBool,
     rejected: AtomicU64,
     /// Transitions reserved or queued and not yet in the replay.
-    queued: AtomicU64,
+    pub(crate) queued: AtomicU64,
     capacity: u64,
 }
 
-/// The cloneable part of the handle: what HTTP handlers need.
+impl Shared {
+    pub(crate) fn stopped(&self) -> bool {
+        self.device_stop.load(Ordering::Acquire) || self.run_stop.load(Ordering::Acquire)
+    }
+}
+
+/// The cloneable side of one run's trainer: what HTTP handlers need.
 #[derive(Clone)]
 pub struct TrainerClient {
-    tx: Sender<Batch>,
-    shared: Arc<Shared>,
+    pub(crate) run: RunId,
+    pub(crate) tx: Sender<Msg>,
+    pub(crate) shared: Arc<Shared>,
 }
 
 impl TrainerClient {
@@ -307,7 +322,7 @@ impl TrainerClient {
     /// dropped unused (the upload turned out invalid or a repeat). An empty queue always
     /// takes one upload, however large, so no valid upload waits forever.
     pub fn reserve(&self, count: u64) -> Result<Reservation, IngestError> {
-        if self.shared.stop.load(Ordering::Acquire) {
+        if self.shared.stopped() {
             return Err(IngestError::Stopped);
         }
         let cap = self.shared.capacity;
@@ -330,7 +345,17 @@ impl TrainerClient {
         let mut s = self.shared.stats.lock().expect("stats lock").clone();
         s.ingest_rejected = self.shared.rejected.load(Ordering::Relaxed);
         s.queued = self.queued();
+        s.paused = self.is_paused();
         s
+    }
+
+    /// Stop or restart this run's train steps (uploads already queued still go in).
+    pub fn set_paused(&self, paused: bool) {
+        self.shared.paused.store(paused, Ordering::Release);
+    }
+
+    pub fn is_paused(&self) -> bool {
+        self.shared.paused.load(Ordering::Acquire)
     }
 }
 
@@ -345,8 +370,8 @@ impl Reservation {
     /// Queue the validated batch in the reserved room (its count must be the reserved one).
     pub fn ingest(mut self, batch: Batch) -> Result<(), IngestError> {
         debug_assert_eq!(batch.count() as u64, self.count);
-        self.client.tx.send(batch).map_err(|_| IngestError::Stopped)?;
-        // The trainer gives the room back once the batch is in the replay.
+        self.client.tx.send(Msg::Batch(self.client.run, batch)).map_err(|_| IngestError::Stopped)?;
+        // The device thread gives the room back once the batch is in the replay.
         self.used = true;
         Ok(())
     }
@@ -360,10 +385,11 @@ impl Drop for Reservation {
     }
 }
 
-/// Owns the trainer thread: dropping it stops the thread and waits for it.
+/// One run on a device of its own: what tests, tools and benchmarks use. Dropping it
+/// stops the thread and waits for it (final checkpoint).
 pub struct TrainerHandle {
+    device: Device,
     client: TrainerClient,
-    thread: Option<JoinHandle<anyhow::Result<()>>>,
 }
 
 impl TrainerHandle {
@@ -378,27 +404,8 @@ impl TrainerHandle {
         self.client.clone()
     }
     /// Stop after the current step, write the final checkpoint, join the thread.
-    pub fn shutdown(mut self) -> anyhow::Result<()> {
-        self.stop_and_join()
-    }
-
-    fn stop_and_join(&mut self) -> anyhow::Result<()> {
-        self.client.shared.stop.store(true, Ordering::Release);
-        match self.thread.take() {
-            None => Ok(()),
-            Some(t) => match t.join() {
-                Ok(r) => r,
-                Err(_) => bail!("the trainer thread panicked (see the log above)"),
-            },
-        }
-    }
-}
-
-impl Drop for TrainerHandle {
-    fn drop(&mut self) {
-        if let Err(e) = self.stop_and_join() {
-            tracing::error!("trainer: {e:#}");
-        }
+    pub fn shutdown(self) -> anyhow::Result<()> {
+        self.device.shutdown()
     }
 }
 
@@ -412,8 +419,8 @@ pub struct Published {
     pub file: Vec<u8>,
 }
 
-/// Where the trainer starts from: the checkpoint in `data_dir` (if any), and what a
-/// restarted manager knows besides it.
+/// Where a run's trainer starts from: the checkpoint in `data_dir` (if any), and what
+/// a restarted manager knows besides it.
 #[derive(Debug, Default)]
 pub struct Restore {
     /// Holds `checkpoint/`, where checkpoints are read and written.
@@ -425,8 +432,20 @@ pub struct Restore {
     pub highest_published: u64,
 }
 
-/// Start the trainer; see the module doc. Errors: bad config, a replay that does not
-/// fit, an unreadable checkpoint or one for another action set.
+/// Everything one run's trainer is built from ([`Device::add_run`]).
+pub struct RunSetup {
+    pub name: String,
+    /// Its share of the device's train steps against the other runs' (1.0: equal).
+    pub weight: f64,
+    pub trainer: TrainerConfig,
+    pub replay: ReplayConfig,
+    pub dqn: DqnConfig,
+    pub actions: ActionSet,
+    pub restore: Restore,
+}
+
+/// Start a device thread with one run on it; see the module doc. Errors: bad config,
+/// a replay that does not fit, an unreadable checkpoint or one for another action set.
 pub fn spawn(
     cfg: TrainerConfig,
     replay_cfg: ReplayConfig,
@@ -436,140 +455,10 @@ pub fn spawn(
     restore: Restore,
     publish: impl Fn(Published) + Send + 'static,
 ) -> anyhow::Result<TrainerHandle> {
-    cfg.validate(&replay_cfg)?;
-    let Restore { data_dir, rows, highest_published } = restore;
-    let data_dir = data_dir.as_path();
-    if cfg.threads > 0 {
-        // Process-wide, and set before the first op so that libtorch's pool is sized once.
-        tch::set_num_threads(cfg.threads as i32);
-    }
-    let mut learner = Learner::new(&dqn_cfg, actions.len(), device)?;
-    let mut replay = Replay::new(&replay_cfg, device)?;
-    // Rows restored from the log are not counted as inserts: they were counted when
-    // first inserted, and the rate limiter must not hold the fleet back for them.
-    replay.push(&rows)?;
-    let config = serde_json::json!({ "trainer": cfg, "replay": replay_cfg, "dqn": dqn_cfg });
-
-    let checkpoint = checkpoint::load(data_dir)?;
-    let checkpointed = checkpoint.is_some();
-    let (counters, model_file) = match checkpoint {
-        Some(ck) => {
-            if ck.meta.action_set != actions.name() {
-                bail!(
-                    "checkpoint {} was trained with action set {:?}, this manager is configured for {:?}: use another data dir or the same action set",
-                    checkpoint::path(data_dir).display(),
-                    ck.meta.action_set,
-                    actions.name()
-                );
-            }
-            let c = ck.meta.counters.clone();
-            let restored = learner
-                .load_state(&ck.tensors, c.train_step, c.optimizer_steps)
-                .with_context(|| format!("restoring {}", checkpoint::path(data_dir).display()))?;
-            if !restored {
-                tracing::warn!("checkpoint has no {:?} optimizer state: starting the optimizer fresh", dqn_cfg.optimizer);
-            }
-            if ck.meta.config != config {
-                tracing::info!("configuration differs from the checkpoint's; continuing with the new one");
-            }
-            tracing::info!(train_step = c.train_step, model_version = c.model_version, "resumed from checkpoint");
-            (c, ck.model_file)
-        }
-        None => {
-            // Version 1: random weights, so that workers always have a model to play.
-            let c = RunCounters { model_version: 1, ..Default::default() };
-            let meta = model_meta(actions, 1, 0);
-            (c, learner.model_file(&meta)?)
-        }
-    };
-    // The number in hand already names other weights when models were published after
-    // the checkpoint and lost with a crash (or, with no checkpoint, when any model was
-    // published here): the weights in hand get a number above all of them.
-    let taken = if checkpointed { highest_published > counters.model_version } else { highest_published > 0 };
-    let (counters, model_file) = if taken {
-        let version = highest_published + 1;
-        tracing::warn!(
-            checkpoint_version = counters.model_version,
-            highest_published = highest_published,
-            version,
-            "models were published after the last checkpoint and lost with a crash; publishing the restored weights as a new version"
-        );
-        let file = learner.model_file(&model_meta(actions, version, learner.step))?;
-        (RunCounters { model_version: version, model_train_step: learner.step, ..counters }, file)
-    } else {
-        (counters, model_file)
-    };
-    // Published before the thread starts: by the time `spawn` returns (and the HTTP
-    // side starts serving) there is a model.
-    publish(Published { version: counters.model_version, train_step: counters.model_train_step, file: model_file.clone() });
-
-    let (tx, rx) = channel();
-    let stats = TrainerStats {
-        device: format!("{device:?}"),
-        replay_kind: match replay.kind() {
-            ReplayKind::Device => "device".into(),
-            ReplayKind::Host => "host".into(),
-        },
-        replay_capacity: replay.capacity(),
-        replay_len: replay.len(),
-        replay_staged: replay.staged(),
-        training: replay.len() >= cfg.burn_in.max(1),
-        train_steps: counters.train_step,
-        transitions_inserted: counters.transitions_inserted,
-        transitions_sampled: counters.transitions_sampled,
-        samples_per_insert_target: cfg.samples_per_insert,
-        model_version: counters.model_version,
-        loss: f64::NAN,
-        mean_q: f64::NAN,
-        grad_norm: f64::NAN,
-        running: true,
-        ..Default::default()
-    };
-    let shared = Arc::new(Shared {
-        stats: Mutex::new(stats),
-        stop: AtomicBool::new(false),
-        rejected: AtomicU64::new(0),
-        queued: AtomicU64::new(0),
-        capacity: cfg.queue_capacity(),
-    });
-    let trainer = Trainer {
-        limiter: RateLimiter::new(cfg.samples_per_insert, cfg.rate_slack, cfg.insert_slack),
-        cfg,
-        actions,
-        learner,
-        replay,
-        rx,
-        shared: shared.clone(),
-        publish: Box::new(publish),
-        data_dir: data_dir.to_path_buf(),
-        config,
-        counters,
-        model_file,
-        interval_start: (Instant::now(), 0),
-        inserted_since_start: 0,
-        last_checkpoint: Instant::now(),
-    };
-    let nice = trainer.cfg.nice;
-    let thread = std::thread::Builder::new().name("shine-trainer".into()).spawn(move || {
-        if nice != 0 {
-            match crate::priority::set_current_thread_nice(nice) {
-                Ok(()) => tracing::debug!(nice, "trainer thread priority set"),
-                Err(e) => tracing::info!(
-                    nice,
-                    "could not set the trainer thread's priority ({e}; raising it needs root or CAP_SYS_NICE): \
-                     it runs at the default priority, and heavy request load may slow training"
-                ),
-            }
-        }
-        let shared = trainer.shared.clone();
-        let r = trainer.run();
-        shared.stats.lock().expect("stats lock").running = false;
-        if let Err(e) = &r {
-            tracing::error!("trainer stopped: {e:#}");
-        }
-        r
-    })?;
-    Ok(TrainerHandle { client: TrainerClient { tx, shared }, thread: Some(thread) })
+    let dev = Device::start(&cfg, device)?;
+    let setup = RunSetup { name: "default".into(), weight: 1.0, trainer: cfg, replay: replay_cfg, dqn: dqn_cfg, actions, restore };
+    let client = dev.add_run(setup, publish)?;
+    Ok(TrainerHandle { device: dev, client })
 }
 
 fn model_meta(actions: ActionSet, version: u64, train_step: u64) -> ModelMeta {
@@ -579,13 +468,15 @@ fn model_meta(actions: ActionSet, version: u64, train_step: u64) -> ModelMeta {
     m
 }
 
-struct Trainer {
-    cfg: TrainerConfig,
+/// One run's learner, replay, rate limiter and counters; owned by the device thread.
+pub(crate) struct RunTrainer {
+    pub(crate) name: String,
+    pub(crate) weight: f64,
+    pub(crate) cfg: TrainerConfig,
     actions: ActionSet,
     learner: Learner,
     replay: Replay,
-    rx: Receiver<Batch>,
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
     publish: Box<dyn Fn(Published) + Send>,
     data_dir: PathBuf,
     config: serde_json::Value,
@@ -599,45 +490,148 @@ struct Trainer {
     last_checkpoint: Instant,
 }
 
-impl Trainer {
-    fn run(mut self) -> anyhow::Result<()> {
-        let batch_size = self.learner.config().batch_size as u64;
-        let burn_in = self.cfg.burn_in.max(1);
-        while !self.shared.stop.load(Ordering::Acquire) {
-            // Everything queued goes into the replay first, so uploads are not starved
-            // by training; unless the fleet is too far ahead of the learner: then the
-            // queue is left to fill, uploads get 503 and the workers pause until the
-            // learner has caught up.
-            while self.replay.len() < burn_in || self.limiter.takes_inserts() {
-                match self.rx.try_recv() {
-                    Ok(b) => self.ingest(b)?,
-                    Err(TryRecvError::Empty) => break,
-                    Err(TryRecvError::Disconnected) => return self.final_checkpoint(),
-                }
-            }
-            if self.replay.len() >= burn_in && self.limiter.allows(batch_size) {
-                self.train_step()?;
-            } else {
-                // Nothing to do until more data arrives (the limiter takes inserts
-                // here: it refuses them only while the learner may train): block,
-                // with a timeout so the stop flag is seen promptly.
-                match self.rx.recv_timeout(IDLE_WAIT) {
-                    Ok(b) => self.ingest(b)?,
-                    Err(RecvTimeoutError::Timeout) => {}
-                    Err(RecvTimeoutError::Disconnected) => break,
-                }
-            }
+impl RunTrainer {
+    /// Build the learner and replay, restore the checkpoint and the logged rows, and
+    /// publish the current model (so a run always has one to serve).
+    pub(crate) fn build(
+        setup: RunSetup,
+        device: tch::Device,
+        device_stop: Arc<AtomicBool>,
+        publish: Box<dyn Fn(Published) + Send>,
+    ) -> anyhow::Result<RunTrainer> {
+        let RunSetup { name, weight, trainer: cfg, replay: replay_cfg, dqn: dqn_cfg, actions, restore } = setup;
+        cfg.validate(&replay_cfg)?;
+        if !(weight.is_finite() && weight > 0.0) {
+            bail!("run {name:?}: weight = {weight} must be a positive number");
         }
-        // Graceful stop: the HTTP side has stopped answering, so everything acknowledged
-        // is queued; all of it goes into the replay (and the counters) before the
-        // final checkpoint.
-        while let Ok(b) = self.rx.try_recv() {
-            self.ingest(b)?;
-        }
-        self.final_checkpoint()
+        let Restore { data_dir, rows, highest_published } = restore;
+        let data_dir = data_dir.as_path();
+        let mut learner = Learner::new(&dqn_cfg, actions.len(), device)?;
+        let mut replay = Replay::new(&replay_cfg, device)?;
+        // Rows restored from the log are not counted as inserts: they were counted when
+        // first inserted, and the rate limiter must not hold the fleet back for them.
+        replay.push(&rows)?;
+        let config = serde_json::json!({ "trainer": cfg, "replay": replay_cfg, "dqn": dqn_cfg });
+
+        let checkpoint = checkpoint::load(data_dir)?;
+        let checkpointed = checkpoint.is_some();
+        let (counters, model_file) = match checkpoint {
+            Some(ck) => {
+                if ck.meta.action_set != actions.name() {
+                    bail!(
+                        "checkpoint {} was trained with action set {:?}, run {name:?} is configured for {:?}: use another data dir or the same action set",
+                        checkpoint::path(data_dir).display(),
+                        ck.meta.action_set,
+                        actions.name()
+                    );
+                }
+                let c = ck.meta.counters.clone();
+                let restored = learner
+                    .load_state(&ck.tensors, c.train_step, c.optimizer_steps)
+                    .with_context(|| format!("restoring {}", checkpoint::path(data_dir).display()))?;
+                if !restored {
+                    tracing::warn!(run = %name, "checkpoint has no {:?} optimizer state: starting the optimizer fresh", dqn_cfg.optimizer);
+                }
+                if ck.meta.config != config {
+                    tracing::info!(run = %name, "configuration differs from the checkpoint's; continuing with the new one");
+                }
+                tracing::info!(run = %name, train_step = c.train_step, model_version = c.model_version, "resumed from checkpoint");
+                (c, ck.model_file)
+            }
+            None => {
+                // Version 1: random weights, so that workers always have a model to play.
+                let c = RunCounters { model_version: 1, ..Default::default() };
+                let meta = model_meta(actions, 1, 0);
+                (c, learner.model_file(&meta)?)
+            }
+        };
+        // The number in hand already names other weights when models were published after
+        // the checkpoint and lost with a crash (or, with no checkpoint, when any model was
+        // published here): the weights in hand get a number above all of them.
+        let taken = if checkpointed { highest_published > counters.model_version } else { highest_published > 0 };
+        let (counters, model_file) = if taken {
+            let version = highest_published + 1;
+            tracing::warn!(
+                run = %name,
+                checkpoint_version = counters.model_version,
+                highest_published = highest_published,
+                version,
+                "models were published after the last checkpoint and lost with a crash; publishing the restored weights as a new version"
+            );
+            let file = learner.model_file(&model_meta(actions, version, learner.step))?;
+            (RunCounters { model_version: version, model_train_step: learner.step, ..counters }, file)
+        } else {
+            (counters, model_file)
+        };
+        // Published before the run joins the device: by the time it is served there is a model.
+        publish(Published { version: counters.model_version, train_step: counters.model_train_step, file: model_file.clone() });
+
+        let stats = TrainerStats {
+            device: format!("{device:?}"),
+            replay_kind: match replay.kind() {
+                ReplayKind::Device => "device".into(),
+                ReplayKind::Host => "host".into(),
+            },
+            replay_capacity: replay.capacity(),
+            replay_len: replay.len(),
+            replay_staged: replay.staged(),
+            training: replay.len() >= cfg.burn_in.max(1),
+            train_steps: counters.train_step,
+            transitions_inserted: counters.transitions_inserted,
+            transitions_sampled: counters.transitions_sampled,
+            samples_per_insert_target: cfg.samples_per_insert,
+            model_version: counters.model_version,
+            loss: f64::NAN,
+            mean_q: f64::NAN,
+            grad_norm: f64::NAN,
+            running: true,
+            ..Default::default()
+        };
+        let shared = Arc::new(Shared {
+            stats: Mutex::new(stats),
+            device_stop,
+            run_stop: AtomicBool::new(false),
+            paused: AtomicBool::new(false),
+            rejected: AtomicU64::new(0),
+            queued: AtomicU64::new(0),
+            capacity: cfg.queue_capacity(),
+        });
+        Ok(RunTrainer {
+            name,
+            weight,
+            limiter: RateLimiter::new(cfg.samples_per_insert, cfg.rate_slack, cfg.insert_slack),
+            cfg,
+            actions,
+            learner,
+            replay,
+            shared,
+            publish,
+            data_dir: data_dir.to_path_buf(),
+            config,
+            counters,
+            model_file,
+            interval_start: (Instant::now(), 0),
+            inserted_since_start: 0,
+            last_checkpoint: Instant::now(),
+        })
     }
 
-    fn ingest(&mut self, b: Batch) -> anyhow::Result<()> {
+    /// Whether queued uploads may go into the replay now: always during burn-in; after
+    /// it, unless the fleet is too far ahead of the learner (then the queue is left to
+    /// fill, uploads get 503 and the workers pause until the learner has caught up).
+    pub(crate) fn takes_inserts(&self) -> bool {
+        self.replay.len() < self.cfg.burn_in.max(1) || self.limiter.takes_inserts()
+    }
+
+    /// Whether a train step may be taken now: burn-in done, not paused, and within the
+    /// rate limiter's budget.
+    pub(crate) fn may_train(&self) -> bool {
+        self.replay.len() >= self.cfg.burn_in.max(1)
+            && !self.shared.paused.load(Ordering::Acquire)
+            && self.limiter.allows(self.learner.config().batch_size as u64)
+    }
+
+    pub(crate) fn ingest(&mut self, b: Batch) -> anyhow::Result<()> {
         let pushed = self.replay.push(&b.data);
         let n = b.count() as u64;
         self.shared.queued.fetch_sub(n, Ordering::AcqRel);
@@ -655,7 +649,7 @@ impl Trainer {
         Ok(())
     }
 
-    fn train_step(&mut self) -> anyhow::Result<()> {
+    pub(crate) fn train_step(&mut self) -> anyhow::Result<()> {
         let batch_size = self.learner.config().batch_size;
         let batch = self.replay.sample(batch_size)?;
         let out = self.learner.train_step(&batch);
@@ -690,7 +684,7 @@ impl Trainer {
             // A failed periodic checkpoint (disk full) must not stop training; the
             // next one, or the final one, tries again.
             if let Err(e) = self.checkpoint() {
-                tracing::error!("checkpoint at step {step} failed: {e:#}");
+                tracing::error!(run = %self.name, "checkpoint at step {step} failed: {e:#}");
             }
         }
         Ok(())
@@ -712,27 +706,28 @@ impl Trainer {
 
     fn checkpoint(&mut self) -> anyhow::Result<()> {
         let p = checkpoint::save(&self.data_dir, &self.learner, &self.counters, self.actions.name(), self.config.clone(), &self.model_file)?;
-        tracing::info!(step = self.learner.step, path = %p.display(), "checkpoint written");
+        tracing::info!(run = %self.name, step = self.learner.step, path = %p.display(), "checkpoint written");
         self.last_checkpoint = Instant::now();
         self.shared.stats.lock().expect("stats lock").last_checkpoint_step = Some(self.learner.step);
         Ok(())
     }
 
-    fn final_checkpoint(&mut self) -> anyhow::Result<()> {
+    pub(crate) fn final_checkpoint(&mut self) -> anyhow::Result<()> {
         self.shared.stats.lock().expect("stats lock").train_steps = self.learner.step;
-        self.checkpoint().context("final checkpoint")
+        self.checkpoint().with_context(|| format!("final checkpoint of run {:?}", self.name))
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use shine_agent::experience::{col, BatchMeta, TRANSITION_FLOATS};
     use shine_agent::model::QNet;
+    use std::time::Duration;
 
     type Models = Arc<Mutex<Vec<Published>>>;
 
-    fn batch(n: usize, seed: usize) -> Batch {
+    pub(crate) fn batch(n: usize, seed: usize) -> Batch {
         let mut data = Vec::with_capacity(n * TRANSITION_FLOATS);
         for i in 0..n {
             let k = i + seed * 1000;
@@ -745,7 +740,7 @@ mod tests {
         Batch { meta: BatchMeta { worker_id: 1, model_version: 1, n_step: 1, upload_id: [0; 16] }, data }
     }
 
-    fn small() -> (TrainerConfig, ReplayConfig, DqnConfig) {
+    pub(crate) fn small() -> (TrainerConfig, ReplayConfig, DqnConfig) {
         let t = TrainerConfig {
             burn_in: 100,
             samples_per_insert: 8.0,
