@@ -31,6 +31,10 @@ pub struct RegisterRequest {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Registration {
     pub worker_id: u32,
+    /// The run the worker joined: its uploads, episodes and model downloads go under
+    /// `/api/v1/runs/{run}/` (empty from a manager without runs: the routes without).
+    #[serde(default)]
+    pub run: String,
     /// Exploration rate (Ape-X ladder); heartbeats may change it.
     pub epsilon: f64,
     /// `shine_agent::ActionSet` name.

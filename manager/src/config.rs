@@ -5,12 +5,18 @@
 //! environment variables, flags (clap resolves flag-over-env; both win over the file).
 //! The learner's sections (`[trainer]`, `[replay]`, `[dqn]`) are the learner core's own
 //! serde structs, embedded as they are.
+//!
+//! Runs: `[[runs]]` declares several experiments on one manager ([`RunSpec`]); each
+//! names only what differs from the manager's own `[game]`, `[dqn]`, `[replay]` and
+//! `[trainer]` ([`Config::runs`] resolves them). No `[[runs]]`: one run named
+//! `default` with the manager's sections, as before runs existed.
 
 use crate::replay::ReplayConfig;
 use crate::trainer::TrainerConfig;
 use crate::wal::WalConfig;
 use anyhow::{bail, Context};
 use clap::Parser;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use shine_agent::dqn::DqnConfig;
 use shine_agent::{ActionSet, Task};
@@ -29,6 +35,115 @@ pub struct Config {
     pub replay: ReplayConfig,
     pub dqn: DqnConfig,
     pub wal: WalConfig,
+    /// `[[runs]]`: the experiments this manager trains (none: one run, `default`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub runs: Vec<RunSpec>,
+}
+
+/// The name of the run a manager without `[[runs]]` trains, and the run the routes
+/// without `/runs/{run}` address.
+pub const DEFAULT_RUN: &str = "default";
+
+/// One `[[runs]]` entry (or the body of `POST /api/v1/runs`): a name, a share of the
+/// device, and the keys of `[game]`, `[dqn]`, `[replay]` and `[trainer]` that differ
+/// from the manager's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunSpec {
+    /// 1 to 64 of `a-z 0-9 - _`, starting with a letter or digit: it is a URL path
+    /// segment and a directory name.
+    pub name: String,
+    /// Share of the device's train steps against the other runs' (2: twice the steps
+    /// of a run with weight 1, when both may train).
+    #[serde(default = "one")]
+    pub weight: f64,
+    /// Starts paused (no train steps; uploads answered 503 `run_paused`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub paused: bool,
+    #[serde(default, skip_serializing_if = "toml::Table::is_empty")]
+    pub game: toml::Table,
+    #[serde(default, skip_serializing_if = "toml::Table::is_empty")]
+    pub dqn: toml::Table,
+    #[serde(default, skip_serializing_if = "toml::Table::is_empty")]
+    pub replay: toml::Table,
+    #[serde(default, skip_serializing_if = "toml::Table::is_empty")]
+    pub trainer: toml::Table,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+/// `[trainer]` keys that belong to the device, not to a run: set in the manager's own
+/// `[trainer]`.
+pub const DEVICE_KEYS: [&str; 3] = ["device", "nice", "threads"];
+
+/// A run's settings: the manager's sections with its overrides applied.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunSettings {
+    pub name: String,
+    pub weight: f64,
+    pub paused: bool,
+    pub game: GameConfig,
+    pub dqn: DqnConfig,
+    pub replay: ReplayConfig,
+    pub trainer: TrainerConfig,
+}
+
+impl RunSettings {
+    pub fn action_set(&self) -> ActionSet {
+        self.game.action_set().expect("validated")
+    }
+    pub fn task(&self) -> Task {
+        self.game.task().expect("validated")
+    }
+}
+
+/// Whether `name` can be a run's name (see [`RunSpec::name`]).
+pub fn valid_run_name(name: &str) -> bool {
+    let ok = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_';
+    (1..=64).contains(&name.len()) && name.chars().all(ok) && name.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+}
+
+/// `base` with the keys of `over` replaced; unknown keys and wrong types are errors.
+fn overlay<T: Serialize + DeserializeOwned>(base: &T, over: &toml::Table, section: &str) -> anyhow::Result<T> {
+    let mut v = toml::Value::try_from(base).context("serialising the manager's section")?;
+    let t = v.as_table_mut().expect("a section is a table");
+    for (k, x) in over {
+        t.insert(k.clone(), x.clone());
+    }
+    v.try_into().map_err(|e: toml::de::Error| anyhow::anyhow!("[{section}]: {}", e.message()))
+}
+
+impl RunSpec {
+    /// The run's settings on top of `base` (the manager's config), validated.
+    pub fn resolve(&self, base: &Config) -> anyhow::Result<RunSettings> {
+        let name = &self.name;
+        if !valid_run_name(name) {
+            bail!("run name {name:?}: use 1 to 64 of a-z, 0-9, - and _, starting with a letter or digit");
+        }
+        if !(self.weight.is_finite() && self.weight > 0.0) {
+            bail!("run {name:?}: weight = {} must be a positive number", self.weight);
+        }
+        if let Some(k) = DEVICE_KEYS.iter().find(|k| self.trainer.contains_key(**k)) {
+            bail!("run {name:?}: [trainer] {k} is the device's, shared by every run: set it in the manager's own [trainer]");
+        }
+        let ctx = |section: &str| format!("run {name:?}: {section}");
+        let r = RunSettings {
+            name: name.clone(),
+            weight: self.weight,
+            paused: self.paused,
+            game: overlay(&base.game, &self.game, "game").with_context(|| ctx("[game]"))?,
+            dqn: overlay(&base.dqn, &self.dqn, "dqn").with_context(|| ctx("[dqn]"))?,
+            replay: overlay(&base.replay, &self.replay, "replay").with_context(|| ctx("[replay]"))?,
+            trainer: overlay(&base.trainer, &self.trainer, "trainer").with_context(|| ctx("[trainer]"))?,
+        };
+        r.game.validate().with_context(|| format!("run {name:?}"))?;
+        r.dqn.validate().with_context(|| format!("run {name:?}"))?;
+        r.replay.validate().with_context(|| format!("run {name:?}"))?;
+        r.trainer.validate(&r.replay).with_context(|| format!("run {name:?}"))?;
+        Ok(r)
+    }
 }
 
 /// `[server]`: the HTTP side.
@@ -93,6 +208,19 @@ impl GameConfig {
     }
     pub fn task(&self) -> anyhow::Result<Task> {
         self.task.parse::<Task>().map_err(|e| anyhow::anyhow!("[game] task: {e}"))
+    }
+    pub fn validate(&self) -> anyhow::Result<()> {
+        self.action_set()?;
+        self.task()?;
+        if !(1..=9).contains(&self.cpu_level) {
+            bail!("[game] cpu_level = {} must be in 1..=9", self.cpu_level);
+        }
+        for (name, v) in [("cpu_level_top_share", self.cpu_level_top_share), ("eval_share", self.eval_share)] {
+            if !(0.0..=1.0).contains(&v) {
+                bail!("[game] {name} = {v} must be in [0, 1]");
+            }
+        }
+        Ok(())
     }
 }
 
@@ -206,17 +334,7 @@ impl Config {
         if self.wal.segment_mb == 0 || self.wal.segment_mb > 4096 {
             bail!("[wal] segment_mb = {} must be in 1..=4096", self.wal.segment_mb);
         }
-        let g = &self.game;
-        g.action_set()?;
-        g.task()?;
-        if !(1..=9).contains(&g.cpu_level) {
-            bail!("[game] cpu_level = {} must be in 1..=9", g.cpu_level);
-        }
-        for (name, v) in [("cpu_level_top_share", g.cpu_level_top_share), ("eval_share", g.eval_share)] {
-            if !(0.0..=1.0).contains(&v) {
-                bail!("[game] {name} = {v} must be in [0, 1]");
-            }
-        }
+        self.game.validate()?;
         let w = &self.workers;
         for (name, v) in [
             ("upload_every_secs", w.upload_every_secs),
@@ -249,7 +367,39 @@ impl Config {
         self.dqn.validate()?;
         self.replay.validate()?;
         self.trainer.validate(&self.replay)?;
+        self.runs()?;
         Ok(())
+    }
+
+    /// The declared runs resolved against this config, or the one run `default` with
+    /// its own sections. Names must be unique.
+    pub fn runs(&self) -> anyhow::Result<Vec<RunSettings>> {
+        if self.runs.is_empty() {
+            return RunSpec { name: DEFAULT_RUN.into(), weight: 1.0, paused: false, ..RunSpec::empty() }.resolve(self).map(|r| vec![r]);
+        }
+        let mut out: Vec<RunSettings> = Vec::new();
+        for spec in &self.runs {
+            if out.iter().any(|r| r.name == spec.name) {
+                bail!("[[runs]] declares {:?} twice: names must be unique", spec.name);
+            }
+            out.push(spec.resolve(self)?);
+        }
+        Ok(out)
+    }
+}
+
+impl RunSpec {
+    /// A spec that changes nothing (name empty).
+    pub fn empty() -> RunSpec {
+        RunSpec {
+            name: String::new(),
+            weight: 1.0,
+            paused: false,
+            game: Default::default(),
+            dqn: Default::default(),
+            replay: Default::default(),
+            trainer: Default::default(),
+        }
     }
 }
 
@@ -375,6 +525,69 @@ mod tests {
         assert!(c.validate().is_err(), "an empty token is no token");
         c.server.insecure_no_token = true;
         c.validate().unwrap();
+    }
+
+    #[test]
+    fn runs_take_the_manager_s_sections_and_change_only_what_they_name() {
+        let text = r#"
+            [dqn]
+            lr = 0.001
+            [replay]
+            capacity = 50000
+            [trainer]
+            burn_in = 1000
+            [[runs]]
+            name = "dodge"
+            [[runs]]
+            name = "fight-fast"
+            weight = 2.0
+            game = { action_set = "fight", task = "fight" }
+            dqn = { lr = 0.0005, n_step = 3 }
+        "#;
+        let c: Config = toml::from_str(text).unwrap();
+        let runs = c.runs().unwrap();
+        assert_eq!(runs.len(), 2);
+        let (a, b) = (&runs[0], &runs[1]);
+        assert_eq!((a.name.as_str(), a.weight, a.dqn.lr, a.replay.capacity, a.trainer.burn_in), ("dodge", 1.0, 0.001, 50_000, 1000));
+        assert_eq!(a.action_set(), ActionSet::Untouchable);
+        assert_eq!((b.weight, b.dqn.lr, b.dqn.n_step, b.replay.capacity), (2.0, 0.0005, 3, 50_000));
+        assert_eq!((b.action_set(), b.task()), (ActionSet::Fight, Task::Fight));
+        assert_eq!(b.dqn.gamma, DqnConfig::default().gamma, "what no one names keeps its default");
+        let none = Config::default().runs().unwrap();
+        assert_eq!((none.len(), none[0].name.as_str()), (1, DEFAULT_RUN), "no [[runs]]: the one run default");
+    }
+
+    #[test]
+    fn the_runs_example_in_the_shipped_config_is_valid() {
+        // configs/manager.toml ends with a commented [[runs]] example: uncommented, it
+        // must be a working config.
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/manager.toml");
+        let text = std::fs::read_to_string(path).unwrap();
+        let example: String =
+            text[text.find("# [[runs]]").expect("the example")..].lines().map(|l| format!("{}\n", l.trim_start_matches('#').trim_start())).collect();
+        let c: Config = toml::from_str(&example).unwrap();
+        let runs = c.runs().unwrap();
+        let names: Vec<&str> = runs.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["dodge", "fight"]);
+        assert_eq!(runs[1].action_set(), ActionSet::Fight);
+    }
+
+    #[test]
+    fn bad_runs_are_clear_errors() {
+        let err = |text: &str| toml::from_str::<Config>(text).map_err(anyhow::Error::from).and_then(|c| c.runs()).unwrap_err();
+        let e = format!("{:#}", err("[[runs]]\nname = \"a\"\n[[runs]]\nname = \"a\"\n"));
+        assert!(e.contains("twice"), "{e}");
+        let e = format!("{:#}", err("[[runs]]\nname = \"A b\"\n"));
+        assert!(e.contains("a-z"), "{e}");
+        let e = format!("{:#}", err("[[runs]]\nname = \"a\"\ntrainer = { threads = 2 }\n"));
+        assert!(e.contains("device") && e.contains("manager's own [trainer]"), "{e}");
+        let e = format!("{:#}", err("[[runs]]\nname = \"a\"\ndqn = { lrr = 1.0 }\n"));
+        assert!(e.contains("run \"a\"") && e.contains("lrr"), "{e}");
+        let e = format!("{:#}", err("[[runs]]\nname = \"a\"\ngame = { action_set = \"dance\" }\n"));
+        assert!(e.contains("dance"), "{e}");
+        let e = format!("{:#}", err("[[runs]]\nname = \"a\"\nweight = 0.0\n"));
+        assert!(e.contains("weight"), "{e}");
+        assert!(toml::from_str::<Config>("[[runs]]\nname = \"a\"\nwieght = 1.0\n").is_err(), "typos in a run are errors");
     }
 
     #[test]

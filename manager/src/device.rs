@@ -127,10 +127,12 @@ impl Device {
     /// Stop after the current step; every run's queue into its replay and a final
     /// checkpoint each; join the thread.
     pub fn shutdown(self) -> anyhow::Result<()> {
-        self.stop_and_join()
+        self.stop()
     }
 
-    fn stop_and_join(&self) -> anyhow::Result<()> {
+    /// [`Device::shutdown`] through a shared reference (the manager's state holds the
+    /// device); a second call does nothing.
+    pub fn stop(&self) -> anyhow::Result<()> {
         self.stop.store(true, Ordering::Release);
         let thread = self.thread.lock().expect("thread lock").take();
         match thread {
@@ -145,7 +147,7 @@ impl Device {
 
 impl Drop for Device {
     fn drop(&mut self) {
-        if let Err(e) = self.stop_and_join() {
+        if let Err(e) = self.stop() {
             tracing::error!("trainer: {e:#}");
         }
     }

@@ -37,6 +37,15 @@ pub enum ApiError {
     /// 503: the disk is full; the upload was not kept (retry later).
     #[error("{0}")]
     StorageFull(String),
+    /// 503: the run is paused; the upload was not kept (retry after it resumes).
+    #[error("run {0:?} is paused: uploads are refused until it is resumed (POST /api/v1/runs/{0}/resume); workers keep their data and retry")]
+    RunPaused(String),
+    /// 409: the worker registered into another run.
+    #[error("{0}")]
+    WrongRun(String),
+    /// 409: the request conflicts with the runs as they are.
+    #[error("{message}")]
+    Conflict { code: &'static str, message: String },
     /// 405: the route exists, the method does not.
     #[error("this method is not allowed on this route (the Allow header lists those that are)")]
     MethodNotAllowed,
@@ -55,7 +64,8 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Unprocessable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Upload(e) => upload_status(e),
-            ApiError::Busy | ApiError::StorageFull(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Busy | ApiError::StorageFull(_) | ApiError::RunPaused(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::WrongRun(_) | ApiError::Conflict { .. } => StatusCode::CONFLICT,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -72,6 +82,9 @@ impl ApiError {
             ApiError::Upload(e) => upload_code(e),
             ApiError::Busy => "busy",
             ApiError::StorageFull(_) => "storage_full",
+            ApiError::RunPaused(_) => "run_paused",
+            ApiError::WrongRun(_) => "wrong_run",
+            ApiError::Conflict { code, .. } => code,
             ApiError::MethodNotAllowed => "method_not_allowed",
             ApiError::Internal(_) => "internal",
         }
@@ -86,6 +99,8 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => "content_type",
             ApiError::Busy => "busy",
             ApiError::StorageFull(_) => "storage_full",
+            ApiError::RunPaused(_) => "run_paused",
+            ApiError::WrongRun(_) => "wrong_run",
             _ => "other",
         }
     }

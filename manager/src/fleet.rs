@@ -1,6 +1,9 @@
-//! The worker registry: ids, liveness, and the Ape-X epsilon ladder.
+//! The worker registry: ids, liveness, runs, and the Ape-X epsilon ladder.
 //!
-//! Each live worker holds a *slot* `i` (the smallest free one when it registers); its
+//! Worker ids are unique across runs; each worker is in one run, and each run has its
+//! own ladder: the slots and `N` below count that run's workers only.
+//!
+//! Each live worker holds a *slot* `i` (the smallest free one in its run when it registers); its
 //! epsilon is `base^(1 + alpha * i / (N - 1))` (Ape-X: base 0.4, alpha 7), so slot 0
 //! explores most (0.4) and the last slot least (0.4^8 = 0.00066). `N` is the configured
 //! fleet size, or the live worker count when that is 0 (or smaller than the slots in
@@ -27,6 +30,7 @@ use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone)]
 struct Worker {
+    run: String,
     info: RegisterRequest,
     slot: u32,
     registered: Instant,
@@ -57,6 +61,8 @@ pub enum WorkerState {
 #[derive(Debug, Clone, Serialize)]
 pub struct WorkerView {
     pub worker_id: u32,
+    /// The run it plays for.
+    pub run: String,
     pub slot: u32,
     pub epsilon: f64,
     #[serde(flatten)]
@@ -106,16 +112,27 @@ impl Fleet {
         expired.len()
     }
 
-    /// Register a worker: a new id and the smallest free ladder slot.
-    pub fn register(&mut self, info: RegisterRequest, now: Instant) -> (u32, f64) {
+    /// Register a worker into `run`: a new id and the smallest free slot of its ladder.
+    pub fn register(&mut self, info: RegisterRequest, run: &str, now: Instant) -> (u32, f64) {
         self.sweep(now);
-        let used: BTreeSet<u32> = self.workers.values().map(|w| w.slot).collect();
+        let used: BTreeSet<u32> = self.workers.values().filter(|w| w.run == run).map(|w| w.slot).collect();
         let slot = (0..).find(|s| !used.contains(s)).expect("a free slot");
         let id = self.next_id;
         self.next_id = self.next_id.checked_add(1).unwrap_or(1);
-        self.workers
-            .insert(id, Worker { info, slot, registered: now, last_seen: now, last: Heartbeat::default(), uploads: 0, transitions: 0, last_upload: None });
-        (id, self.epsilon_of_slot(slot))
+        let w =
+            Worker { run: run.into(), info, slot, registered: now, last_seen: now, last: Heartbeat::default(), uploads: 0, transitions: 0, last_upload: None };
+        self.workers.insert(id, w);
+        (id, self.epsilon_of_slot(run, slot))
+    }
+
+    /// The run a registered worker plays for.
+    pub fn run_of(&self, id: u32) -> Option<&str> {
+        self.workers.get(&id).map(|w| w.run.as_str())
+    }
+
+    /// Registered workers of `run`.
+    pub fn live_in(&self, run: &str) -> usize {
+        self.workers.values().filter(|w| w.run == run).count()
     }
 
     /// Record a heartbeat; `None` if the id is unknown (or timed out).
@@ -124,8 +141,8 @@ impl Fleet {
         let w = self.workers.get_mut(&id)?;
         w.last_seen = now;
         w.last = hb;
-        let slot = w.slot;
-        Some(self.epsilon_of_slot(slot))
+        let (run, slot) = (w.run.clone(), w.slot);
+        Some(self.epsilon_of_slot(&run, slot))
     }
 
     /// Any contact from a known worker (an upload, episodes) keeps it alive.
@@ -149,25 +166,27 @@ impl Fleet {
         self.workers.get(&id).is_some_and(|w| now.saturating_duration_since(w.last_seen) < self.timeout)
     }
 
-    /// N of the ladder.
-    fn ladder_size(&self) -> u32 {
-        let highest_slot = self.workers.values().map(|w| w.slot + 1).max().unwrap_or(0);
-        self.cfg.fleet_size.max(self.workers.len() as u32).max(highest_slot)
+    /// N of `run`'s ladder.
+    fn ladder_size(&self, run: &str) -> u32 {
+        let in_run = || self.workers.values().filter(|w| w.run == run);
+        let highest_slot = in_run().map(|w| w.slot + 1).max().unwrap_or(0);
+        self.cfg.fleet_size.max(in_run().count() as u32).max(highest_slot)
     }
 
-    pub fn epsilon_of_slot(&self, slot: u32) -> f64 {
-        ladder_or_fixed(&self.cfg, slot, self.ladder_size())
+    pub fn epsilon_of_slot(&self, run: &str, slot: u32) -> f64 {
+        ladder_or_fixed(&self.cfg, slot, self.ladder_size(run))
     }
 
     /// The registered workers (live or stale) by id, then the recently gone ones,
-    /// most recent first.
-    pub fn list(&self, now: Instant) -> Vec<WorkerView> {
+    /// most recent first; of every run, or of one.
+    pub fn list(&self, now: Instant, run: Option<&str>) -> Vec<WorkerView> {
         let stale_after = self.cfg.heartbeat_secs * STALE_HEARTBEATS;
         let view = |id: u32, w: &Worker, epsilon: f64, state: Option<WorkerState>| {
             let last_seen_secs = now.saturating_duration_since(w.last_seen).as_secs_f64();
             let state = state.unwrap_or(if last_seen_secs > stale_after { WorkerState::Stale } else { WorkerState::Live });
             WorkerView {
                 worker_id: id,
+                run: w.run.clone(),
                 slot: w.slot,
                 epsilon,
                 info: w.info.clone(),
@@ -180,9 +199,15 @@ impl Fleet {
                 heartbeat: w.last.clone(),
             }
         };
-        let registered = self.workers.iter().map(|(&id, w)| view(id, w, self.epsilon_of_slot(w.slot), None));
+        let wanted = |w: &Worker| run.is_none_or(|r| r == w.run);
+        let registered = self.workers.iter().filter(|(_, w)| wanted(w)).map(|(&id, w)| view(id, w, self.epsilon_of_slot(&w.run, w.slot), None));
         // A gone worker keeps the epsilon it last had (its slot may be someone else's now).
-        let gone = self.gone.iter().rev().map(|(_, id, w)| view(*id, w, ladder_or_fixed(&self.cfg, w.slot, self.ladder_size()), Some(WorkerState::Gone)));
+        let gone = self
+            .gone
+            .iter()
+            .rev()
+            .filter(|(_, _, w)| wanted(w))
+            .map(|(_, id, w)| view(*id, w, ladder_or_fixed(&self.cfg, w.slot, self.ladder_size(&w.run)), Some(WorkerState::Gone)));
         registered.chain(gone).collect()
     }
 }
@@ -221,9 +246,9 @@ mod tests {
     fn slots_follow_live_workers_and_are_reused_after_timeout() {
         let t0 = Instant::now();
         let mut f = fleet(0);
-        let (a, ea) = f.register(RegisterRequest::default(), t0);
+        let (a, ea) = f.register(RegisterRequest::default(), "r", t0);
         assert_eq!(ea, 0.4, "a lone worker explores at base");
-        let (b, eb) = f.register(RegisterRequest::default(), t0);
+        let (b, eb) = f.register(RegisterRequest::default(), "r", t0);
         assert!((eb - 0.4f64.powi(8)).abs() < 1e-12, "second of two is the greedy end: {eb}");
         assert_ne!(a, b);
         // a keeps beating, b goes silent.
@@ -233,18 +258,33 @@ mod tests {
         assert_eq!(f.heartbeat(b, Heartbeat::default(), t2), None, "b timed out");
         assert_eq!(f.live(), 1);
         assert_eq!(f.heartbeat(a, Heartbeat::default(), t2), Some(0.4), "a alone again: N = 1");
-        let (c, ec) = f.register(RegisterRequest::default(), t2);
+        let (c, ec) = f.register(RegisterRequest::default(), "r", t2);
         assert!(c != a && c != b);
-        assert_eq!(f.list(t2).iter().find(|w| w.worker_id == c).unwrap().slot, 1, "b's slot reused");
+        assert_eq!(f.list(t2, None).iter().find(|w| w.worker_id == c).unwrap().slot, 1, "b's slot reused");
         assert!((ec - 0.4f64.powi(8)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn each_run_has_its_own_ladder() {
+        let t0 = Instant::now();
+        let mut f = fleet(0);
+        let (a, ea) = f.register(RegisterRequest::default(), "dodge", t0);
+        let (b, eb) = f.register(RegisterRequest::default(), "fight", t0);
+        assert_eq!((ea, eb), (0.4, 0.4), "each is the lone worker of its run: slot 0, N = 1");
+        let (c, ec) = f.register(RegisterRequest::default(), "fight", t0);
+        assert!((ec - 0.4f64.powi(8)).abs() < 1e-12, "second of fight's two: {ec}");
+        assert_eq!(f.heartbeat(a, Heartbeat::default(), t0), Some(0.4), "dodge's ladder did not stretch");
+        assert_eq!((f.run_of(b), f.run_of(c), f.live_in("fight"), f.live_in("dodge")), (Some("fight"), Some("fight"), 2, 1));
+        let ids: Vec<u32> = f.list(t0, Some("fight")).iter().map(|w| w.worker_id).collect();
+        assert_eq!(ids, vec![b, c]);
     }
 
     #[test]
     fn fleet_size_fixes_epsilons_from_the_start() {
         let t0 = Instant::now();
         let mut f = fleet(4);
-        let (_, e0) = f.register(RegisterRequest::default(), t0);
-        let (_, e1) = f.register(RegisterRequest::default(), t0);
+        let (_, e0) = f.register(RegisterRequest::default(), "r", t0);
+        let (_, e1) = f.register(RegisterRequest::default(), "r", t0);
         assert_eq!(e0, 0.4);
         assert!((e1 - ladder(0.4, 7.0, 1, 4)).abs() < 1e-12);
     }
@@ -254,8 +294,8 @@ mod tests {
         // heartbeat_secs 1 (stale after 2.5 s), timeout 10 s.
         let mut f = Fleet::new(WorkersConfig { heartbeat_secs: 1.0, worker_timeout_secs: 10.0, ..Default::default() });
         let t0 = Instant::now();
-        let (a, _) = f.register(RegisterRequest { host: "a".into(), ..Default::default() }, t0);
-        let state = |f: &Fleet, t| f.list(t).iter().find(|w| w.worker_id == a).map(|w| w.state);
+        let (a, _) = f.register(RegisterRequest { host: "a".into(), ..Default::default() }, "r", t0);
+        let state = |f: &Fleet, t| f.list(t, None).iter().find(|w| w.worker_id == a).map(|w| w.state);
         assert_eq!(state(&f, t0 + Duration::from_secs(2)), Some(WorkerState::Live));
         assert_eq!(state(&f, t0 + Duration::from_secs(3)), Some(WorkerState::Stale));
         let t1 = t0 + Duration::from_secs(11);
@@ -271,10 +311,10 @@ mod tests {
     fn uploads_keep_a_worker_alive() {
         let t0 = Instant::now();
         let mut f = fleet(0);
-        let (a, _) = f.register(RegisterRequest::default(), t0);
+        let (a, _) = f.register(RegisterRequest::default(), "r", t0);
         f.touch(a, 100, t0 + Duration::from_secs(8));
         assert!(f.heartbeat(a, Heartbeat::default(), t0 + Duration::from_secs(15)).is_some());
-        let w = &f.list(t0 + Duration::from_secs(15))[0];
+        let w = &f.list(t0 + Duration::from_secs(15), None)[0];
         assert_eq!(w.transitions, 100);
         assert_eq!(w.last_upload_secs, Some(7.0));
     }

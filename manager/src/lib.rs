@@ -54,6 +54,7 @@ pub mod launch;
 pub mod live;
 pub mod metrics;
 pub mod registry;
+pub mod run;
 pub mod sampler;
 pub mod server;
 pub mod state;

@@ -19,46 +19,53 @@
 //! `shine_experiences_total` is the deprecated name of `shine_transitions_accepted_total`,
 //! kept with the same value for one release. Values owned by the trainer are refreshed
 //! from its stats at every scrape.
+//!
+//! Every series carries a `run` label (the run's name; `default` on a manager without
+//! `[[runs]]`); `shine_worker_envs` carries it beside `worker` and `mode`.
 
 use crate::trainer::TrainerStats;
-use prometheus::{Encoder, Gauge, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
+use prometheus::core::{Collector, GenericCounterVec, GenericGaugeVec};
+use prometheus::{Encoder, GaugeVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder};
 
 pub struct Metrics {
     registry: Registry,
     /// Use [`Metrics::accepted`], which keeps the deprecated alias in step.
-    pub transitions_accepted: IntCounter,
-    experiences_deprecated: IntCounter,
-    pub transitions_inserted: IntCounter,
-    pub transitions_sampled: IntCounter,
-    pub uploads: IntCounter,
-    pub duplicates: IntCounter,
+    transitions_accepted: IntCounterVec,
+    experiences_deprecated: IntCounterVec,
+    transitions_inserted: IntCounterVec,
+    transitions_sampled: IntCounterVec,
+    pub uploads: IntCounterVec,
+    pub duplicates: IntCounterVec,
+    /// Labels: run, reason.
     pub rejected: IntCounterVec,
-    pub train_steps: IntCounter,
-    pub model_version: IntGauge,
-    pub replay_size: IntGauge,
-    pub replay_staged: IntGauge,
-    pub ingest_queued: IntGauge,
-    pub wal_bytes: IntGauge,
-    pub wal_segments: IntGauge,
-    pub wal_fsyncs: IntCounter,
-    pub workers: IntGauge,
-    pub worker_envs: IntGaugeVec,
-    pub episodes: IntCounter,
-    pub loss: Gauge,
-    pub mean_q: Gauge,
-    pub samples_per_insert: Gauge,
+    train_steps: IntCounterVec,
+    model_version: IntGaugeVec,
+    replay_size: IntGaugeVec,
+    replay_staged: IntGaugeVec,
+    ingest_queued: IntGaugeVec,
+    wal_bytes: IntGaugeVec,
+    wal_segments: IntGaugeVec,
+    wal_fsyncs: IntCounterVec,
+    workers: IntGaugeVec,
+    worker_envs: IntGaugeVec,
+    pub episodes: IntCounterVec,
+    loss: GaugeVec,
+    mean_q: GaugeVec,
+    samples_per_insert: GaugeVec,
 }
+
+const RUN: &[&str] = &["run"];
 
 impl Metrics {
     pub fn new() -> Metrics {
         let registry = Registry::new();
-        fn reg<T: prometheus::core::Collector + Clone + 'static>(r: &Registry, m: T) -> T {
+        fn reg<T: Collector + Clone + 'static>(r: &Registry, m: T) -> T {
             r.register(Box::new(m.clone())).expect("metric names are unique");
             m
         }
-        let counter = |name: &str, help: &str| reg(&registry, IntCounter::new(name, help).expect("valid metric"));
-        let gauge = |name: &str, help: &str| reg(&registry, IntGauge::new(name, help).expect("valid metric"));
-        let fgauge = |name: &str, help: &str| reg(&registry, Gauge::new(name, help).expect("valid metric"));
+        let counter = |name: &str, help: &str| reg(&registry, IntCounterVec::new(Opts::new(name, help), RUN).expect("valid metric"));
+        let gauge = |name: &str, help: &str| reg(&registry, IntGaugeVec::new(Opts::new(name, help), RUN).expect("valid metric"));
+        let fgauge = |name: &str, help: &str| reg(&registry, GaugeVec::new(Opts::new(name, help), RUN).expect("valid metric"));
         Metrics {
             transitions_accepted: counter("shine_transitions_accepted_total", "Transitions accepted from workers (answered 2xx)"),
             experiences_deprecated: counter("shine_experiences_total", "Deprecated: the same as shine_transitions_accepted_total"),
@@ -68,7 +75,8 @@ impl Metrics {
             duplicates: counter("shine_uploads_duplicate_total", "Uploads dropped as repeats of an accepted upload_id"),
             rejected: reg(
                 &registry,
-                IntCounterVec::new(Opts::new("shine_uploads_rejected_total", "Experience uploads rejected, by reason"), &["reason"]).expect("valid metric"),
+                IntCounterVec::new(Opts::new("shine_uploads_rejected_total", "Experience uploads rejected, by reason"), &["run", "reason"])
+                    .expect("valid metric"),
             ),
             train_steps: counter("shine_train_steps_total", "Gradient steps taken by the trainer"),
             model_version: gauge("shine_model_version", "Version of the latest published model"),
@@ -83,7 +91,7 @@ impl Metrics {
                 &registry,
                 IntGaugeVec::new(
                     Opts::new("shine_worker_envs", "Environments each registered worker plays now (mode: auto when --envs auto chose the count, else fixed)"),
-                    &["worker", "mode"],
+                    &["run", "worker", "mode"],
                 )
                 .expect("valid metric"),
             ),
@@ -95,49 +103,107 @@ impl Metrics {
         }
     }
 
-    /// Each registered worker's environments, from the fleet (gone workers leave the
-    /// series).
-    pub fn observe_fleet(&self, workers: &[crate::fleet::WorkerView]) {
+    /// Each registered worker's environments and each run's live workers, from the
+    /// fleet (gone workers leave the series). `runs`: every run's name, so a run
+    /// without workers shows 0.
+    pub fn observe_fleet(&self, workers: &[crate::fleet::WorkerView], runs: &[String]) {
         self.worker_envs.reset();
+        self.workers.reset();
+        for r in runs {
+            self.workers.with_label_values(&[r]).set(0);
+        }
         for w in workers.iter().filter(|w| w.state != crate::fleet::WorkerState::Gone) {
             let (n, mode) = match w.heartbeat.envs_active {
                 0 => (w.info.envs, "fixed"),
                 n => (n, if w.heartbeat.envs_auto { "auto" } else { "fixed" }),
             };
-            self.worker_envs.with_label_values(&[&w.worker_id.to_string(), mode]).set(i64::from(n));
+            self.worker_envs.with_label_values(&[&w.run, &w.worker_id.to_string(), mode]).set(i64::from(n));
+            self.workers.with_label_values(&[&w.run]).inc();
         }
     }
 
-    /// Bring the trainer-owned values up to date. The run's totals are Prometheus
-    /// counters: they advance by the difference (and a resumed trainer starts them at
-    /// the checkpoint's counts).
-    pub fn observe_trainer(&self, s: &TrainerStats) {
+    /// Bring one run's trainer-owned values up to date. The run's totals are
+    /// Prometheus counters: they advance by the difference (and a resumed trainer
+    /// starts them at the checkpoint's counts).
+    pub fn observe_trainer(&self, run: &str, s: &TrainerStats) {
+        // The API's counters of the run exist (at 0) from its first scrape on.
+        for c in [&self.transitions_accepted, &self.experiences_deprecated, &self.uploads, &self.duplicates, &self.episodes] {
+            c.with_label_values(&[run]);
+        }
         for (counter, total) in
             [(&self.train_steps, s.train_steps), (&self.transitions_inserted, s.transitions_inserted), (&self.transitions_sampled, s.transitions_sampled)]
         {
-            counter.inc_by(total.saturating_sub(counter.get()));
+            let c = counter.with_label_values(&[run]);
+            c.inc_by(total.saturating_sub(c.get()));
         }
-        self.replay_size.set(s.replay_len as i64);
-        self.replay_staged.set(s.replay_staged as i64);
-        self.ingest_queued.set(s.queued as i64);
-        self.model_version.set(s.model_version as i64);
-        self.loss.set(s.loss);
-        self.mean_q.set(s.mean_q);
-        self.samples_per_insert.set(s.samples_per_insert);
+        let set = |g: &IntGaugeVec, v: u64| g.with_label_values(&[run]).set(v as i64);
+        set(&self.replay_size, s.replay_len as u64);
+        set(&self.replay_staged, s.replay_staged as u64);
+        set(&self.ingest_queued, s.queued);
+        set(&self.model_version, s.model_version);
+        self.loss.with_label_values(&[run]).set(s.loss);
+        self.mean_q.with_label_values(&[run]).set(s.mean_q);
+        self.samples_per_insert.with_label_values(&[run]).set(s.samples_per_insert);
     }
 
-    /// Bring the write-ahead log's values up to date.
-    pub fn observe_wal(&self, w: &crate::wal::WalStats) {
+    /// Bring one run's write-ahead log values up to date.
+    pub fn observe_wal(&self, run: &str, w: &crate::wal::WalStats) {
         use std::sync::atomic::Ordering::Relaxed;
-        self.wal_bytes.set(w.bytes.load(Relaxed) as i64);
-        self.wal_segments.set(w.segments.load(Relaxed) as i64);
-        self.wal_fsyncs.inc_by(w.fsyncs.load(Relaxed).saturating_sub(self.wal_fsyncs.get()));
+        self.wal_bytes.with_label_values(&[run]).set(w.bytes.load(Relaxed) as i64);
+        self.wal_segments.with_label_values(&[run]).set(w.segments.load(Relaxed) as i64);
+        let f = self.wal_fsyncs.with_label_values(&[run]);
+        f.inc_by(w.fsyncs.load(Relaxed).saturating_sub(f.get()));
     }
 
-    /// Count `n` transitions accepted by the API.
-    pub fn accepted(&self, n: u64) {
-        self.transitions_accepted.inc_by(n);
-        self.experiences_deprecated.inc_by(n);
+    /// Count `n` transitions accepted by the API for `run`.
+    pub fn accepted(&self, run: &str, n: u64) {
+        self.transitions_accepted.with_label_values(&[run]).inc_by(n);
+        self.experiences_deprecated.with_label_values(&[run]).inc_by(n);
+    }
+
+    /// Transitions accepted for `run` by this process.
+    pub fn accepted_total(&self, run: &str) -> u64 {
+        self.transitions_accepted.with_label_values(&[run]).get()
+    }
+
+    /// Drop every series of a deleted run.
+    pub fn forget_run(&self, run: &str) {
+        fn drop_run<P: prometheus::core::Atomic>(v: &GenericCounterVec<P>, run: &str) {
+            let _ = v.remove_label_values(&[run]);
+        }
+        fn drop_gauge<P: prometheus::core::Atomic>(v: &GenericGaugeVec<P>, run: &str) {
+            let _ = v.remove_label_values(&[run]);
+        }
+        for c in [
+            &self.transitions_accepted,
+            &self.experiences_deprecated,
+            &self.transitions_inserted,
+            &self.transitions_sampled,
+            &self.uploads,
+            &self.duplicates,
+            &self.train_steps,
+            &self.wal_fsyncs,
+            &self.episodes,
+        ] {
+            drop_run(c, run);
+        }
+        for g in [&self.model_version, &self.replay_size, &self.replay_staged, &self.ingest_queued, &self.wal_bytes, &self.wal_segments, &self.workers] {
+            drop_gauge(g, run);
+        }
+        for g in [&self.loss, &self.mean_q, &self.samples_per_insert] {
+            drop_gauge(g, run);
+        }
+        // Series with more labels than the run: keep those of other runs.
+        for mf in self.rejected.collect() {
+            for m in mf.get_metric() {
+                let label = |name: &str| m.get_label().iter().find(|l| l.name() == name).map(|l| l.value().to_string());
+                if let (Some(r), Some(reason)) = (label("run"), label("reason")) {
+                    if r == run {
+                        let _ = self.rejected.remove_label_values(&[run, &reason]);
+                    }
+                }
+            }
+        }
     }
 
     /// The text exposition format.

@@ -1,7 +1,9 @@
-//! Taking the dashboard's samples ([`crate::stats::Sample`]): from the trainer's own
-//! counters, the API's metrics, the fleet and the recent episodes, every
-//! `[stats] interval_secs` ([`sampler`]) and at each `GET /api/v1/stats` ([`sample`]).
+//! Taking the dashboard's samples ([`crate::stats::Sample`]), one series per run: from
+//! the run's trainer counters, the API's metrics, the fleet and the recent episodes,
+//! every `[stats] interval_secs` ([`sampler`]) and at each `GET /api/v1/stats`
+//! ([`sample`]).
 
+use crate::run::Run;
 use crate::state::AppState;
 use crate::stats::Sample;
 use shine_agent::durable::unix_now;
@@ -9,24 +11,23 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
-/// Take one sample now; `prev` (the last sample) gives the rates.
-pub fn sample(state: &AppState, prev: Option<&Sample>) -> Sample {
+/// Take one sample of `run` now; `prev` (its last sample) gives the rates.
+pub fn sample(state: &AppState, run: &Run, prev: Option<&Sample>) -> Sample {
     let t = unix_now();
-    let ts = state.trainer.stats();
-    state.metrics.observe_trainer(&ts);
-    state.metrics.observe_wal(&state.wal.stats);
+    let ts = run.trainer.stats();
+    state.metrics.observe_trainer(&run.name, &ts);
+    state.metrics.observe_wal(&run.name, &run.wal.stats);
     let workers = {
         let mut fleet = state.fleet.lock().expect("fleet lock");
         fleet.sweep(Instant::now());
-        fleet.live() as u64
+        fleet.live_in(&run.name) as u64
     };
-    state.metrics.workers.set(workers as i64);
-    let transitions_accepted = state.metrics.transitions_accepted.get();
+    let transitions_accepted = state.metrics.accepted_total(&run.name);
     let (episode_reward, train_survival, eval_survival) = {
-        let e = state.episodes.lock().expect("episodes lock");
+        let e = run.episodes.lock().expect("episodes lock");
         (e.train_reward(), e.train_survival(), e.eval_survival())
     };
-    let capacity = state.config.replay.capacity.max(1) as f64;
+    let capacity = run.settings.replay.capacity.max(1) as f64;
     let mut s = Sample { t, transitions_accepted, workers, episode_reward, train_survival, eval_survival, ..Default::default() };
     s.train_steps = ts.train_steps;
     s.transitions_inserted = ts.transitions_inserted;
@@ -37,12 +38,12 @@ pub fn sample(state: &AppState, prev: Option<&Sample>) -> Sample {
     s.replay_size = ts.replay_len as u64;
     s.replay_staged = ts.replay_staged as u64;
     s.queued = ts.queued;
-    s.wal_bytes = state.wal.stats.bytes.load(Relaxed);
+    s.wal_bytes = run.wal.stats.bytes.load(Relaxed);
     s.replay_fill = ts.replay_len as f64 / capacity;
     s.samples_per_insert = ts.samples_per_insert;
     s.model_version = ts.model_version;
-    s.age_sum = state.age_sum.load(Relaxed);
-    s.age_count = state.age_count.load(Relaxed);
+    s.age_sum = run.age_sum.load(Relaxed);
+    s.age_count = run.age_count.load(Relaxed);
     if let Some(p) = prev {
         let n = s.age_count.saturating_sub(p.age_count);
         s.data_age = (n > 0).then(|| s.age_sum.saturating_sub(p.age_sum) as f64 / n as f64);
@@ -65,9 +66,11 @@ pub async fn sampler(state: AppState, stop: CancellationToken) {
             _ = stop.cancelled() => break,
             _ = tick.tick() => {}
         }
-        let prev = state.series.lock().expect("series lock").last().cloned();
-        let s = sample(&state, prev.as_ref());
-        state.series.lock().expect("series lock").push(s);
+        for run in state.all_runs() {
+            let prev = run.series.lock().expect("series lock").last().cloned();
+            let s = sample(&state, &run, prev.as_ref());
+            run.series.lock().expect("series lock").push(s);
+        }
         // Live channels of workers that are gone and unwatched are dropped here.
         let now = Instant::now();
         let fleet = state.fleet.lock().expect("fleet lock");

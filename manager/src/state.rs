@@ -3,51 +3,57 @@
 //! Locks are std `Mutex`es, not tokio's: every critical section is short and never
 //! awaits (mini-redis's reasoning), so an async mutex would only add overhead.
 
-use crate::config::Config;
+use crate::config::{Config, DEFAULT_RUN};
+use crate::device::Device;
+use crate::error::ApiError;
 use crate::fleet::Fleet;
 use crate::live::LiveHub;
 use crate::metrics::Metrics;
-use crate::registry::Registry;
-use crate::stats::{EpisodeLog, Series};
-use crate::trainer::TrainerClient;
-use crate::wal::Wal;
-use shine_agent::experience::Expect;
-use shine_agent::{ActionSet, Task};
-use std::collections::{HashSet, VecDeque};
-use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex};
+use crate::run::Run;
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex, RwLock};
 use tokio_util::sync::CancellationToken;
 
 pub type AppState = Arc<Manager>;
 
 pub struct Manager {
     pub config: Config,
-    pub action_set: ActionSet,
-    pub task: Task,
-    /// What every upload must satisfy beyond the format.
-    pub expect: Expect,
-    /// Where an upload is made durable before its 202.
-    pub wal: Wal,
-    /// The trainer's cloneable side (queue and stats); `server` owns the handle.
-    pub trainer: TrainerClient,
-    pub registry: Arc<Registry>,
+    /// The one thread that trains every run.
+    pub device: Device,
+    /// The runs by name. Each is an `Arc` so a request keeps its run while it is
+    /// removed from the map (a delete waits for nothing but the device).
+    pub runs: RwLock<BTreeMap<String, Arc<Run>>>,
+    /// Every run's workers (ids are unique across runs; each worker is in one run).
     pub fleet: Mutex<Fleet>,
-    /// Held across check, ingest and insert so that two concurrent copies of one
-    /// upload cannot both get in.
-    pub dedup: Mutex<Dedup>,
-    pub episodes: Mutex<EpisodeLog>,
-    pub series: Mutex<Series>,
     pub metrics: Metrics,
     /// Live matches: browsers watching workers, and the frames fanned out to them.
     pub live: LiveHub,
-    /// Age of the accepted experience: the sum over transitions of how many model
-    /// versions behind the latest each was played, and how many transitions that sums.
-    /// Counters only (the sampler takes differences): `stats::Sample::data_age`.
-    pub age_sum: AtomicU64,
-    pub age_count: AtomicU64,
+    /// Serialises creating and deleting runs (both take seconds: files, the device).
+    pub run_changes: tokio::sync::Mutex<()>,
     /// Cancelled when the manager shuts down: requests that wait (long polls,
     /// WebSockets) end at once instead of holding up the final checkpoint.
     pub shutdown: CancellationToken,
+}
+
+impl Manager {
+    /// The run named `name`, or the API's 404 naming the runs there are.
+    pub fn run(&self, name: &str) -> Result<Arc<Run>, ApiError> {
+        let runs = self.runs.read().expect("runs lock");
+        runs.get(name).cloned().ok_or_else(|| {
+            let names: Vec<&str> = runs.keys().map(String::as_str).collect();
+            let hint = if name == DEFAULT_RUN {
+                " (routes without /runs/{run} address the run \"default\", which this manager's [[runs]] do not declare)"
+            } else {
+                ""
+            };
+            ApiError::NotFound(format!("no run {name:?}{hint}; runs: {} (GET /api/v1/runs)", names.join(", ")))
+        })
+    }
+
+    /// Every run, by name.
+    pub fn all_runs(&self) -> Vec<Arc<Run>> {
+        self.runs.read().expect("runs lock").values().cloned().collect()
+    }
 }
 
 /// Recently accepted `upload_id`s, so a retried upload is not trained on twice.

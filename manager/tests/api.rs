@@ -42,7 +42,7 @@ async fn workers_register_on_an_epsilon_ladder_and_time_out() {
     let listed = m.get_json("/api/v1/workers").await;
     assert_eq!(listed["workers"].as_array().unwrap().len(), 2);
     assert_eq!(listed["workers"][0]["frames"], 10);
-    assert!(metric(&m.metrics().await, "shine_workers") == Some(2.0));
+    assert!(metric(&m.metrics().await, "shine_workers{run=\"default\"}") == Some(2.0));
 
     // b goes silent, a keeps beating: b's slot is freed and a new worker takes it.
     // (Only a's heartbeats and read-only lists until b is gone: b's own would keep it.)
@@ -126,7 +126,7 @@ async fn models_download_with_etags_and_the_service_reports_itself() {
     let net = shine_agent::model::QNet::load(&file).expect("a loadable model file");
     assert_eq!(net.meta().model_version, 1);
     assert_eq!(net.meta().action_set, "untouchable");
-    assert!(dir.path().join("models").read_dir().unwrap().any(|e| e.unwrap().file_name().to_string_lossy().ends_with(".safetensors")));
+    assert!(dir.path().join("runs/default/models").read_dir().unwrap().any(|e| e.unwrap().file_name().to_string_lossy().ends_with(".safetensors")));
 
     assert_eq!(etag, shine_manager::registry::etag_of(&file), "derived from the bytes");
     let r = m.http.get(m.at("/api/v1/models/1")).header("if-none-match", &etag).send().await.unwrap();
@@ -158,9 +158,9 @@ async fn models_download_with_etags_and_the_service_reports_itself() {
         "shine_replay_size",
         "shine_workers",
     ] {
-        assert!(metric(&text, name).is_some(), "{name} missing:\n{text}");
+        assert!(metric(&text, &format!("{name}{{run=\"default\"}}")).is_some(), "{name} missing:\n{text}");
     }
-    assert_eq!(metric(&text, "shine_model_version"), Some(1.0));
+    assert_eq!(metric(&text, "shine_model_version{run=\"default\"}"), Some(1.0));
     let stats = m.get_json("/api/v1/stats").await;
     for key in ["accepted_per_sec", "train_steps_per_sec", "loss", "mean_q", "replay_fill", "samples_per_insert", "model_version", "eval_survival"] {
         assert!(stats["current"].get(key).is_some(), "stats lack {key}: {stats}");

@@ -276,7 +276,7 @@ fn kill_9_at_random_moments_loses_nothing_acknowledged_and_repeats_nothing() {
         std::thread::sleep(Duration::from_millis(50));
     };
     signal(&mut manager, "TERM");
-    let rec = wal::recover(&rig.dir.path().join("data/wal"), &WalMeta::new("untouchable", EXPECT), 1_000_000, EXPECT).unwrap();
+    let rec = wal::recover(&rig.dir.path().join("data/runs/default/wal"), &WalMeta::new("untouchable", EXPECT), 1_000_000, EXPECT).unwrap();
     let mut count: BTreeMap<u32, u32> = BTreeMap::new();
     for row in rec.rows.chunks_exact(TRANSITION_FLOATS) {
         *count.entry(row[col::REWARD] as u32).or_default() += 1;
@@ -356,11 +356,11 @@ fn a_full_disk_answers_503_storage_full_and_keeps_what_was_acknowledged() {
     let r = http.post(format!("{url}/api/v1/experience")).bearer_auth(TOKEN).header("content-type", "application/octet-stream").body(body).send().unwrap();
     assert_eq!(r.status(), 503);
     let text = http.get(format!("{url}/metrics")).send().unwrap().text().unwrap();
-    assert!(common::metric(&text, "shine_uploads_rejected_total{reason=\"storage_full\"}").unwrap() >= 2.0, "{text}");
+    assert!(common::metric(&text, "shine_uploads_rejected_total{reason=\"storage_full\",run=\"default\"}").unwrap() >= 2.0, "{text}");
     signal(&mut manager, "KILL");
 
     // Everything acknowledged is in the log, whole.
-    let rec = wal::recover(&rig.dir.path().join("data/wal"), &WalMeta::new("untouchable", EXPECT), 1_000_000, EXPECT).unwrap();
+    let rec = wal::recover(&rig.dir.path().join("data/runs/default/wal"), &WalMeta::new("untouchable", EXPECT), 1_000_000, EXPECT).unwrap();
     assert_eq!((rec.corrupt, rec.torn_bytes), (0, 0), "failed writes were cut back: {rec:?}");
     let held: HashSet<u32> = rec.rows.chunks_exact(TRANSITION_FLOATS).map(|r| r[col::REWARD] as u32).collect();
     assert!(!acked.is_empty());

@@ -635,7 +635,7 @@ async fn workers_launched_from_the_fleet_files_register_heartbeat_and_are_droppe
     let mut slots: Vec<u64> = list.iter().map(|w| w["slot"].as_u64().unwrap()).collect();
     slots.sort();
     assert_eq!(slots, [0, 1, 2], "one epsilon-ladder slot each");
-    assert_eq!(metric(&m.metrics().await, "shine_workers"), Some(3.0), "/metrics shows the fleet size");
+    assert_eq!(metric(&m.metrics().await, "shine_workers{run=\"default\"}"), Some(3.0), "/metrics shows the fleet size");
 
     // A machine vanishes (SIGKILL: no goodbye): after the timeout the manager lists its
     // worker as gone, keeps the others, and counts 2.
@@ -648,7 +648,7 @@ async fn workers_launched_from_the_fleet_files_register_heartbeat_and_are_droppe
         assert_ne!(by_id(&list, id).unwrap()["state"], "gone", "only the killed worker is gone: {list:?}");
     }
     let deadline = Instant::now() + Duration::from_secs(10);
-    while metric(&m.metrics().await, "shine_workers") != Some(2.0) {
+    while metric(&m.metrics().await, "shine_workers{run=\"default\"}") != Some(2.0) {
         assert!(Instant::now() < deadline, "shine_workers did not drop to 2:\n{}", m.metrics().await);
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

@@ -57,7 +57,7 @@ async fn a_restart_after_a_checkpoint_continues_the_step_counter_and_serves_the_
     assert_eq!(r.status(), 304);
     assert_eq!(m.get_json("/api/v1/models").await["latest"], version);
     let text = m.metrics().await;
-    let counted = metric(&text, "shine_train_steps_total").unwrap() as u64;
+    let counted = metric(&text, "shine_train_steps_total{run=\"default\"}").unwrap() as u64;
     assert!((steps..=most).contains(&counted), "the Prometheus counter resumes too: {counted}");
 
     // And training goes on from there: new steps, a newer model.

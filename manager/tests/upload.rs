@@ -87,9 +87,9 @@ async fn every_malformed_upload_is_rejected_with_its_status_and_changes_nothing(
     assert_eq!(c2["transitions_accepted"], 80, "the API counted only accepted transitions");
 
     let text = m.metrics().await;
-    assert_eq!(metric(&text, "shine_transitions_accepted_total"), Some(80.0));
-    assert_eq!(metric(&text, "shine_experiences_total"), Some(80.0), "the deprecated name still says the same");
-    assert_eq!(metric(&text, "shine_transitions_inserted_total"), Some(80.0));
+    assert_eq!(metric(&text, "shine_transitions_accepted_total{run=\"default\"}"), Some(80.0));
+    assert_eq!(metric(&text, "shine_experiences_total{run=\"default\"}"), Some(80.0), "the deprecated name still says the same");
+    assert_eq!(metric(&text, "shine_transitions_inserted_total{run=\"default\"}"), Some(80.0));
     for (reason, n) in [
         ("magic", 1.0),
         ("version", 1.0),
@@ -104,7 +104,7 @@ async fn every_malformed_upload_is_rejected_with_its_status_and_changes_nothing(
         ("content_type", 2.0),
         ("oversized", 2.0),
     ] {
-        assert_eq!(metric(&text, &format!("shine_uploads_rejected_total{{reason=\"{reason}\"}}")), Some(n), "reason {reason}:\n{text}");
+        assert_eq!(metric(&text, &format!("shine_uploads_rejected_total{{reason=\"{reason}\",run=\"default\"}}")), Some(n), "reason {reason}:\n{text}");
     }
     m.stop().await.unwrap();
 }
@@ -179,6 +179,6 @@ async fn a_retried_upload_is_accepted_once() {
     m.wait_for("both batches", 30, |c| c["transitions_inserted"].as_u64().unwrap() >= 30).await;
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     assert_eq!(m.current().await["transitions_inserted"], 30, "the repeat was not added");
-    assert_eq!(metric(&m.metrics().await, "shine_uploads_duplicate_total"), Some(1.0));
+    assert_eq!(metric(&m.metrics().await, "shine_uploads_duplicate_total{run=\"default\"}"), Some(1.0));
     m.stop().await.unwrap();
 }

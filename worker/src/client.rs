@@ -55,6 +55,10 @@ pub struct Client {
     http: reqwest::Client,
     base: reqwest::Url,
     token: String,
+    /// The run whose routes (`/api/v1/runs/{run}/...`) registration, uploads, episodes
+    /// and models use; `None`: the routes without a run (registration then lets the
+    /// manager assign one).
+    run: Option<String>,
 }
 
 impl Client {
@@ -74,7 +78,21 @@ impl Client {
             // Long enough for a 32 MiB upload on a slow link; a hung manager is retried.
             .timeout(Duration::from_secs(60))
             .build()?;
-        Ok(Client { http, base, token: token.to_string() })
+        Ok(Client { http, base, token: token.to_string(), run: None })
+    }
+
+    /// The same client for `run`'s routes (`None` or empty: the routes without a run).
+    pub fn with_run(mut self, run: Option<&str>) -> Client {
+        self.run = run.filter(|r| !r.is_empty()).map(str::to_string);
+        self
+    }
+
+    /// `path` (e.g. `/experience`) under the run's routes.
+    fn run_url(&self, path: &str) -> String {
+        match &self.run {
+            Some(run) => self.url(&format!("/api/v1/runs/{run}{path}")),
+            None => self.url(&format!("/api/v1{path}")),
+        }
     }
 
     pub fn base(&self) -> &reqwest::Url {
@@ -107,7 +125,7 @@ impl Client {
 
     pub async fn register(&self, req: &RegisterRequest) -> Result<Registration, ApiError> {
         let what = "registration (POST /api/v1/workers)";
-        let resp = self.send(what, self.http.post(self.url("/api/v1/workers")).bearer_auth(&self.token).json(req)).await?;
+        let resp = self.send(what, self.http.post(self.run_url("/workers")).bearer_auth(&self.token).json(req)).await?;
         Self::json(what, resp).await
     }
 
@@ -119,7 +137,7 @@ impl Client {
 
     pub async fn episodes(&self, worker_id: u32, episodes: Vec<EpisodeReport>) -> Result<(), ApiError> {
         let req = EpisodesRequest { worker_id, episodes };
-        self.send("an episode report", self.http.post(self.url("/api/v1/episodes")).bearer_auth(&self.token).json(&req)).await?;
+        self.send("an episode report", self.http.post(self.run_url("/episodes")).bearer_auth(&self.token).json(&req)).await?;
         Ok(())
     }
 
@@ -143,12 +161,8 @@ impl Client {
     /// Upload one encoded batch (the wire format, as spooled).
     pub async fn upload(&self, batch: Vec<u8>) -> Result<UploadReply, ApiError> {
         let what = "an experience upload";
-        let req = self
-            .http
-            .post(self.url("/api/v1/experience"))
-            .bearer_auth(&self.token)
-            .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
-            .body(batch);
+        let req =
+            self.http.post(self.run_url("/experience")).bearer_auth(&self.token).header(reqwest::header::CONTENT_TYPE, "application/octet-stream").body(batch);
         let resp = self.send(what, req).await?;
         // A 2xx means the manager has the batch, whatever its body says: never resend
         // it because of an unreadable answer.
@@ -160,7 +174,7 @@ impl Client {
 
     /// The latest model, unless `etag` still names it.
     pub async fn latest_model(&self, etag: Option<&str>) -> Result<ModelFetch, ApiError> {
-        let mut req = self.http.get(self.url("/api/v1/models/latest")).bearer_auth(&self.token);
+        let mut req = self.http.get(self.run_url("/models/latest")).bearer_auth(&self.token);
         if let Some(tag) = etag {
             req = req.header(reqwest::header::IF_NONE_MATCH, tag);
         }

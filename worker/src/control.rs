@@ -59,6 +59,16 @@ pub async fn load_model(bytes: Vec<u8>, header_version: Option<u64>) -> anyhow::
     load_model_into(None, bytes, header_version).await
 }
 
+/// A model of another action set than the worker registered for is refused: its
+/// outputs would name other actions (a manager serving two runs must never mix them).
+pub fn check_action_set(model: &Model, action_set: &str) -> anyhow::Result<()> {
+    let served = &model.net.meta().action_set;
+    if served != action_set {
+        anyhow::bail!("the manager served model v{} for the action set {served:?}, but this worker registered to play {action_set:?}", model.version);
+    }
+    Ok(())
+}
+
 /// [`load_model`] into `spare`'s buffers when it has the file's shapes (no weights
 /// allocated: the steady path of a long run), else into new ones.
 pub async fn load_model_into(spare: Option<QNet>, bytes: Vec<u8>, header_version: Option<u64>) -> anyhow::Result<Model> {
@@ -85,6 +95,7 @@ pub async fn load_model_into(spare: Option<QNet>, bytes: Vec<u8>, header_version
 /// sends the networks it swapped out back on `spares`: a new model is loaded into one.
 pub async fn poll_models(
     session: Session,
+    action_set: String,
     mut etag: Option<String>,
     mut version: u64,
     every: Duration,
@@ -102,17 +113,19 @@ pub async fn poll_models(
             _ = cancel.cancelled() => return,
         };
         match fetched {
-            Ok(ModelFetch::Model { bytes, etag: tag, version: v }) => match load_model_into(spares.try_recv().ok(), bytes, v).await {
-                Ok(m) if m.version != version => {
-                    version = m.version;
-                    etag = tag;
-                    if tx.send(m).await.is_err() {
-                        return;
+            Ok(ModelFetch::Model { bytes, etag: tag, version: v }) => {
+                match load_model_into(spares.try_recv().ok(), bytes, v).await.and_then(|m| check_action_set(&m, &action_set).map(|()| m)) {
+                    Ok(m) if m.version != version => {
+                        version = m.version;
+                        etag = tag;
+                        if tx.send(m).await.is_err() {
+                            return;
+                        }
                     }
+                    Ok(_) => etag = tag,
+                    Err(e) => tracing::warn!("{e:#}; keeping model v{version}"),
                 }
-                Ok(_) => etag = tag,
-                Err(e) => tracing::warn!("{e:#}; keeping model v{version}"),
-            },
+            }
             Ok(ModelFetch::NotModified | ModelFetch::NoneYet) => {}
             Err(e) => tracing::debug!("model poll: {e}"),
         }

@@ -131,6 +131,16 @@ fn host_name() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
+/// The spool of `run`: `spool_dir` itself for the run `default` (and a manager without
+/// runs), `spool_dir/runs/<run>` for any other.
+pub fn spool_dir_for(spool_dir: &std::path::Path, run: &str) -> anyhow::Result<std::path::PathBuf> {
+    let ok = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_';
+    if !run.chars().all(ok) {
+        anyhow::bail!("the manager named the run {run:?}, which is not a run name (a-z, 0-9, - and _): is --manager a Shine manager?");
+    }
+    Ok(if run.is_empty() || run == "default" { spool_dir.to_path_buf() } else { spool_dir.join("runs").join(run) })
+}
+
 /// Play for the manager until `cancel` fires (or a fatal error). `make(setup, i)`
 /// builds environment i's emulator; `run` passes the simulator, tests may pass any
 /// [`Emulator`].
@@ -139,16 +149,8 @@ where
     E: Emulator,
     F: Fn(MatchSetup, usize) -> anyhow::Result<E> + Send + Sync + 'static,
 {
-    let client = Client::new(&settings.manager, &settings.token)?;
-    let (dir, limits) = (settings.spool_dir.clone(), settings.spool_limits);
-    let spool = tokio::task::spawn_blocking(move || Spool::open(&dir, limits)).await??;
+    let client = Client::new(&settings.manager, &settings.token)?.with_run(settings.run.as_deref());
     let uploads = Arc::new(UploadStats::default());
-    uploads.spooled_batches.store(spool.len() as u64, Relaxed);
-    uploads.spooled_transitions.store(spool.transitions(), Relaxed);
-    if !spool.is_empty() {
-        tracing::info!(batches = spool.len(), transitions = spool.transitions(), dir = %spool.dir().display(), "found gameplay spooled by an earlier run; sending it first");
-    }
-    let spool = Arc::new(Mutex::new(spool));
     let counters = Arc::new(ActorCounters::default());
 
     // Register (waiting for the manager as long as it takes).
@@ -162,12 +164,23 @@ where
         },
         version: env!("CARGO_PKG_VERSION").into(),
     };
-    tracing::info!(manager = %client.base(), envs = %settings.envs, seed = settings.seed, "registering");
+    tracing::info!(manager = %client.base(), run = settings.run.as_deref().unwrap_or("(assigned by the manager)"), envs = %settings.envs, seed = settings.seed, "registering");
     let Some(reg) = retrying("registering with the manager", &cancel, || client.register(&request)).await? else {
         return Ok(run_stats(&Identity::new(0), &counters, &uploads));
     };
     let cfg = actor_config(&reg, &settings)?;
-    tracing::info!(worker_id = reg.worker_id, epsilon = reg.epsilon, n_step = reg.n_step, task = %reg.task, "registered");
+    tracing::info!(worker_id = reg.worker_id, run = %reg.run, epsilon = reg.epsilon, n_step = reg.n_step, task = %reg.task, "registered");
+    // From here on every request is for that run, re-registrations included.
+    let client = client.with_run(Some(&reg.run));
+    // Each run's gameplay is spooled apart: what was played for one run is never sent to another.
+    let (dir, limits) = (spool_dir_for(&settings.spool_dir, &reg.run)?, settings.spool_limits);
+    let spool = tokio::task::spawn_blocking(move || Spool::open(&dir, limits)).await??;
+    uploads.spooled_batches.store(spool.len() as u64, Relaxed);
+    uploads.spooled_transitions.store(spool.transitions(), Relaxed);
+    if !spool.is_empty() {
+        tracing::info!(batches = spool.len(), transitions = spool.transitions(), dir = %spool.dir().display(), "found gameplay spooled by an earlier run; sending it first");
+    }
+    let spool = Arc::new(Mutex::new(spool));
     counters.set_epsilon(reg.epsilon);
     let session = Session { client, identity: Arc::new(Identity::new(reg.worker_id)), counters, uploads, cancel };
     let stats = || run_stats(&session.identity, &session.counters, &session.uploads);
@@ -178,7 +191,11 @@ where
     let (model, etag) = loop {
         match retrying("downloading the model", &session.cancel, || session.client.latest_model(None)).await? {
             None => return Ok(stats()),
-            Some(ModelFetch::Model { bytes, etag, version }) => break (control::load_model(bytes, version).await?, etag),
+            Some(ModelFetch::Model { bytes, etag, version }) => {
+                let model = control::load_model(bytes, version).await?;
+                control::check_action_set(&model, &reg.action_set)?;
+                break (model, etag);
+            }
             Some(_) => {
                 if !announced {
                     tracing::info!("the manager has not published a model yet; waiting for it");
@@ -205,7 +222,7 @@ where
     let spooler = tokio::spawn(uploader::spool_batches(batch_rx, session.clone(), spool.clone(), wake.clone()));
     let mut drainer = tokio::spawn(uploader::drain(session.clone(), spool.clone(), wake.clone(), session.cancel.clone(), DrainMode::Forever));
     let control = TaskTracker::new();
-    control.spawn(control::poll_models(session.clone(), etag, model.version, poll_every, model_tx, spare_rx));
+    control.spawn(control::poll_models(session.clone(), reg.action_set.clone(), etag, model.version, poll_every, model_tx, spare_rx));
     control.spawn(control::heartbeats(session.clone(), request, reg.clone(), tap.clone()));
     let action_names: Vec<String> = (0..cfg.actions.len()).map(|a| cfg.actions.action_name(a).to_string()).collect();
     control.spawn(live::stream(session.clone(), tap.clone(), action_names));

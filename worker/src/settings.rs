@@ -22,6 +22,10 @@ pub struct RunArgs {
     /// The manager's bearer token (its --token).
     #[arg(long, env = "SHINE_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// The manager's run to play for (GET /api/v1/runs lists them) [default: the run
+    /// the manager assigns: the one with the fewest workers for its weight].
+    #[arg(long, env = "SHINE_RUN")]
+    pub run: Option<String>,
     /// Where the game runs [default: sim].
     #[arg(long, value_enum, env = "SHINE_BACKEND")]
     pub backend: Option<Backend>,
@@ -104,6 +108,8 @@ impl<'de> Deserialize<'de> for Envs {
 pub struct Settings {
     pub manager: String,
     pub token: String,
+    /// The run to join; `None`: the one the manager assigns.
+    pub run: Option<String>,
     pub backend: Backend,
     pub envs: Envs,
     /// The game image and the emulator, for the Dolphin backend.
@@ -151,6 +157,7 @@ impl Settings {
         Ok(Settings {
             manager,
             token,
+            run: args.run.or(file.run).filter(|r| !r.is_empty()),
             backend: args.backend.or(file.backend).unwrap_or(Backend::Sim),
             envs,
             iso: args.iso.or(file.iso),

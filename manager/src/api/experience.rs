@@ -7,11 +7,15 @@
 //! nothing added), room in the trainer's queue for the header's count (503 `busy`,
 //! decided before any decompression), then the complete validation of
 //! `experience::decode` (400 or 422), off the async runtime since it decompresses and
-//! checks up to 5.7 M floats. A fully valid batch is appended to the write-ahead log
+//! checks up to 5.7 M floats. Before the header is read: the run must not be paused
+//! (503 `run_paused`); after it: a worker registered into another run is refused (409
+//! `wrong_run`). A fully valid batch is appended to the write-ahead log
 //! (503 `storage_full` when the disk is full) and only then queued and answered 202:
 //! a 202 means kept.
 
+use super::RunRef;
 use crate::error::{ApiError, ApiResult};
+use crate::run::Run;
 use crate::state::AppState;
 use crate::wal::WalError;
 use axum::body::Bytes;
@@ -29,13 +33,13 @@ pub fn router(max_upload_bytes: usize) -> Router<AppState> {
     Router::new().route("/experience", post(upload).layer(DefaultBodyLimit::max(max_upload_bytes)))
 }
 
-async fn upload(State(s): State<AppState>, req: Request) -> Response {
-    match accept(&s, req).await {
+async fn upload(State(s): State<AppState>, RunRef(run): RunRef, req: Request) -> Response {
+    match accept(&s, &run, req).await {
         Ok(r) => r,
         Err(e) => {
             if !matches!(e, ApiError::Internal(_)) {
-                s.metrics.rejected.with_label_values(&[e.reject_reason()]).inc();
-                if matches!(e, ApiError::Busy) {
+                s.metrics.rejected.with_label_values(&[&run.name, e.reject_reason()]).inc();
+                if matches!(e, ApiError::Busy | ApiError::RunPaused(_)) {
                     // Flow control (the rate limiter or a burst), not a bad upload.
                     tracing::debug!("upload held back: the trainer's queue is full");
                 } else {
@@ -48,9 +52,9 @@ async fn upload(State(s): State<AppState>, req: Request) -> Response {
 }
 
 /// The `200` for an upload id already accepted: nothing is added.
-fn duplicate(s: &AppState, worker_id: u32) -> Response {
+fn duplicate(s: &AppState, run: &Run, worker_id: u32) -> Response {
     s.fleet.lock().expect("fleet lock").touch(worker_id, 0, Instant::now());
-    s.metrics.duplicates.inc();
+    s.metrics.duplicates.with_label_values(&[&run.name]).inc();
     tracing::debug!(worker_id, "duplicate upload dropped");
     (StatusCode::OK, Json(UploadReply { accepted: 0, duplicate: true })).into_response()
 }
@@ -63,10 +67,13 @@ fn is_octet_stream(headers: &HeaderMap) -> bool {
         .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/octet-stream"))
 }
 
-async fn accept(s: &AppState, req: Request) -> ApiResult<Response> {
+async fn accept(s: &AppState, run: &Run, req: Request) -> ApiResult<Response> {
     let limit = s.config.server.max_upload_bytes;
     if !super::authorized(s, req.headers()) {
         return Err(ApiError::Unauthorized);
+    }
+    if run.is_paused() {
+        return Err(ApiError::RunPaused(run.name.clone()));
     }
     if !is_octet_stream(req.headers()) {
         return Err(ApiError::UnsupportedMediaType("experience uploads are Content-Type: application/octet-stream".into()));
@@ -84,34 +91,37 @@ async fn accept(s: &AppState, req: Request) -> ApiResult<Response> {
     // manager must not spend its CPU on uploads it will refuse.)
     let header = experience::Header::parse(&bytes)?;
     let (count, worker_id, upload_id, played_by) = (header.count as u64, header.meta.worker_id, header.meta.upload_id, header.meta.model_version);
-    if s.dedup.lock().expect("dedup lock").contains(&upload_id) {
-        return Ok(duplicate(s, worker_id));
+    if let Some(other) = s.fleet.lock().expect("fleet lock").run_of(worker_id).filter(|r| *r != run.name) {
+        return Err(ApiError::WrongRun(format!("worker {worker_id} joined the run {other:?}, not {:?}: upload to /api/v1/runs/{other}/experience", run.name)));
     }
-    let room = s.trainer.reserve(count).map_err(|_| ApiError::Busy)?;
-    let expect = s.expect;
+    if run.dedup.lock().expect("dedup lock").contains(&upload_id) {
+        return Ok(duplicate(s, run, worker_id));
+    }
+    let room = run.trainer.reserve(count).map_err(|_| ApiError::Busy)?;
+    let expect = run.expect;
     let body = bytes.clone();
     let batch = tokio::task::spawn_blocking(move || experience::decode(&body, expect)).await.map_err(anyhow::Error::from)??;
     // Durable before the answer (the log's group commit). A copy of this upload racing
     // us may also be logged: recovery takes an upload id once.
-    s.wal.append(bytes, count).await.map_err(|e| match e {
+    run.wal.append(bytes, count).await.map_err(|e| match e {
         WalError::StorageFull(_) => ApiError::StorageFull(e.to_string()),
         WalError::Io(_) | WalError::Closed => ApiError::Internal(e.into()),
     })?;
     {
-        let mut dedup = s.dedup.lock().expect("dedup lock");
+        let mut dedup = run.dedup.lock().expect("dedup lock");
         if dedup.contains(&upload_id) {
             drop(dedup);
-            return Ok(duplicate(s, worker_id));
+            return Ok(duplicate(s, run, worker_id));
         }
         room.ingest(batch).map_err(|_| ApiError::Busy)?;
         dedup.insert(upload_id);
     }
     s.fleet.lock().expect("fleet lock").touch(worker_id, count, Instant::now());
-    s.metrics.accepted(count);
+    s.metrics.accepted(&run.name, count);
     // How stale the data is: versions between the model that played it and the latest.
-    let age = s.registry.latest_version().unwrap_or(0).saturating_sub(played_by);
-    s.age_sum.fetch_add(age.saturating_mul(count), Relaxed);
-    s.age_count.fetch_add(count, Relaxed);
-    s.metrics.uploads.inc();
+    let age = run.registry.latest_version().unwrap_or(0).saturating_sub(played_by);
+    run.age_sum.fetch_add(age.saturating_mul(count), Relaxed);
+    run.age_count.fetch_add(count, Relaxed);
+    s.metrics.uploads.with_label_values(&[&run.name]).inc();
     Ok((StatusCode::ACCEPTED, Json(UploadReply { accepted: count, duplicate: false })).into_response())
 }

@@ -18,13 +18,13 @@ async fn healthz() -> &'static str {
 
 async fn metrics(State(s): State<AppState>, _: Reader) -> impl IntoResponse {
     // Trainer-owned values are read at scrape time, not only at the last sample.
-    s.metrics.observe_trainer(&s.trainer.stats());
-    s.metrics.observe_wal(&s.wal.stats);
-    let workers = {
-        let fleet = s.fleet.lock().expect("fleet lock");
-        s.metrics.workers.set(fleet.live() as i64);
-        fleet.list(std::time::Instant::now())
-    };
-    s.metrics.observe_fleet(&workers);
+    let runs = s.all_runs();
+    for run in &runs {
+        s.metrics.observe_trainer(&run.name, &run.trainer.stats());
+        s.metrics.observe_wal(&run.name, &run.wal.stats);
+    }
+    let workers = s.fleet.lock().expect("fleet lock").list(std::time::Instant::now(), None);
+    let names: Vec<String> = runs.iter().map(|r| r.name.clone()).collect();
+    s.metrics.observe_fleet(&workers, &names);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], s.metrics.render())
 }

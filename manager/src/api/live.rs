@@ -2,6 +2,7 @@
 //! WebSocket; `GET /workers/{id}/live` is a worker's long poll ("is anyone watching
 //! me?"), `POST /workers/{id}/live` its frames. The fan-out is [`crate::live`].
 
+use super::workers::WorkerPath;
 use super::{ApiJson, Reader, Writer};
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
@@ -15,6 +16,12 @@ use serde::Deserialize;
 use shine_agent::protocol::{LiveBatch, WatchReply};
 use std::time::{Duration, Instant};
 use tokio::sync::broadcast::error::RecvError;
+
+/// `{worker}` of `/live/{worker}`.
+#[derive(Deserialize)]
+struct LivePath {
+    worker: String,
+}
 
 /// Largest frames post (600 frames with 64 Q-values each fit in it).
 const LIVE_LIMIT: usize = 1 << 20;
@@ -45,7 +52,12 @@ struct Wait {
 /// The worker's long poll: answered as soon as a browser watches, or after `wait_secs`
 /// (at most 30) with `watch: false`. One idle connection per worker makes the live
 /// view start within a round trip instead of within a heartbeat interval.
-async fn wait_watched(State(s): State<AppState>, _: Writer, Path(id): Path<String>, q: Result<Query<Wait>, QueryRejection>) -> ApiResult<Json<WatchReply>> {
+async fn wait_watched(
+    State(s): State<AppState>,
+    _: Writer,
+    Path(WorkerPath { id }): Path<WorkerPath>,
+    q: Result<Query<Wait>, QueryRejection>,
+) -> ApiResult<Json<WatchReply>> {
     let Query(q) = q.map_err(|r| ApiError::BadRequest { code: "bad_query", message: r.body_text() })?;
     let wid = known_worker(&s, &id)?;
     let wait = q.wait_secs.filter(|w| w.is_finite()).unwrap_or(0.0).clamp(0.0, MAX_WAIT_SECS);
@@ -59,7 +71,12 @@ async fn wait_watched(State(s): State<AppState>, _: Writer, Path(id): Path<Strin
 
 /// A batch of frames from a watched worker, fanned out to its browsers. The reply
 /// tells the worker whether to keep streaming.
-async fn post_frames(State(s): State<AppState>, _: Writer, Path(id): Path<String>, ApiJson(batch): ApiJson<LiveBatch>) -> ApiResult<Json<WatchReply>> {
+async fn post_frames(
+    State(s): State<AppState>,
+    _: Writer,
+    Path(WorkerPath { id }): Path<WorkerPath>,
+    ApiJson(batch): ApiJson<LiveBatch>,
+) -> ApiResult<Json<WatchReply>> {
     let wid = known_worker(&s, &id)?;
     batch.validate().map_err(|message| ApiError::Unprocessable { code: "bad_live_batch", message })?;
     s.fleet.lock().expect("fleet lock").touch(wid, 0, Instant::now());
@@ -71,7 +88,7 @@ async fn post_frames(State(s): State<AppState>, _: Writer, Path(id): Path<String
 
 /// The browser's WebSocket. Reads follow `public_reads`; browsers cannot set headers
 /// on a WebSocket, so the token may come as `?token=` (see [`Reader`]).
-async fn browser(State(s): State<AppState>, _: Reader, Path(id): Path<String>, ws: WebSocketUpgrade) -> ApiResult<Response> {
+async fn browser(State(s): State<AppState>, _: Reader, Path(LivePath { worker: id }): Path<LivePath>, ws: WebSocketUpgrade) -> ApiResult<Response> {
     let wid = known_worker(&s, &id)?;
     Ok(ws.on_upgrade(move |socket| watch(s, wid, socket)))
 }

@@ -2,6 +2,7 @@
 //! module per route group, each exporting its own `router()`, so tests can serve it on
 //! any listener.
 //!
+//! - [`runs`]: list, create, pause, resume and delete runs.
 //! - [`workers`]: register, heartbeat, list; finished episodes.
 //! - [`experience`]: the binary upload.
 //! - [`models`]: list and download (ETag).
@@ -9,6 +10,11 @@
 //! - [`health`]: `/healthz`, `/metrics`.
 //! - [`live`]: live matches (the browsers' WebSocket, the workers' frames).
 //! - [`web`]: the dashboard's static files (`web/`, compiled in).
+//!
+//! Runs: every route but `/runs` is served twice, under `/api/v1/runs/{run}/...` for
+//! the run named in the path ([`RunRef`]) and under `/api/v1/...` for the run
+//! `default` (the routes from before runs). `POST /api/v1/workers` is the exception:
+//! without a run in the path the manager assigns one.
 //!
 //! Access: writes need the bearer token ([`Writer`]); reads need it only with
 //! `public_reads = false` ([`Reader`]), and then also take it as `?token=`, since a
@@ -18,18 +24,23 @@ pub mod experience;
 pub mod health;
 pub mod live;
 pub mod models;
+pub mod runs;
 pub mod stats;
 pub mod web;
 pub mod workers;
 
+use crate::config::DEFAULT_RUN;
 use crate::error::ApiError;
+use crate::run::Run;
 use crate::state::AppState;
 use axum::extract::rejection::JsonRejection;
+use axum::extract::RawPathParams;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::StatusCode;
 use axum::http::{header, HeaderMap};
 use axum::Router;
+use std::sync::Arc;
 use tower_http::trace::{DefaultOnFailure, TraceLayer};
 use tracing::Level;
 
@@ -38,12 +49,17 @@ pub const JSON_LIMIT: usize = 2 << 20;
 
 /// The whole application, ready to serve.
 pub fn app(state: AppState) -> Router {
-    let api = Router::new()
-        .merge(workers::router())
-        .merge(experience::router(state.config.server.max_upload_bytes))
-        .merge(models::router())
-        .merge(stats::router())
-        .merge(live::router());
+    let per_run = || {
+        Router::new()
+            .merge(workers::router())
+            .merge(experience::router(state.config.server.max_upload_bytes))
+            .merge(models::router())
+            .merge(stats::router())
+            .merge(live::router())
+    };
+    // Under /runs/{run}, every route first checks that the run exists.
+    let in_run = per_run().route_layer(axum::middleware::from_fn_with_state(state.clone(), run_exists));
+    let api = per_run().merge(runs::router()).nest("/runs/{run}", in_run);
     Router::new()
         .nest("/api/v1", api)
         .merge(health::router())
@@ -63,6 +79,33 @@ pub fn app(state: AppState) -> Router {
                 .on_failure(DefaultOnFailure::new().level(Level::DEBUG)),
         )
         .with_state(state)
+}
+
+/// The run named by the request's path (`/runs/{run}/...`), if it names one.
+pub struct RunName(pub Option<String>);
+
+impl FromRequestParts<AppState> for RunName {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let params = RawPathParams::from_request_parts(parts, state).await.ok();
+        Ok(RunName(params.and_then(|p| p.iter().find(|(k, _)| *k == "run").map(|(_, v)| v.to_string()))))
+    }
+}
+
+/// The run a request is for: the one in its path, or `default`; 404 if there is none.
+pub struct RunRef(pub Arc<Run>);
+
+impl FromRequestParts<AppState> for RunRef {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let RunName(name) = RunName::from_request_parts(parts, state).await?;
+        state.run(name.as_deref().unwrap_or(DEFAULT_RUN)).map(RunRef)
+    }
+}
+
+/// Middleware: a request under `/runs/{run}` for a run that does not exist is 404.
+async fn run_exists(RunRef(_): RunRef, req: Request, next: axum::middleware::Next) -> axum::response::Response {
+    next.run(req).await
 }
 
 /// `uri` as it may be logged: the value of any `token` query parameter replaced.

@@ -3,19 +3,20 @@
 //! that tag is answered `304` without a body, so workers polling for a new model cost
 //! nothing).
 
-use super::Reader;
+use super::{Reader, RunRef};
+use crate::config::DEFAULT_RUN;
 use crate::error::{ApiError, ApiResult};
 use crate::registry::ModelEntry;
-use crate::state::AppState;
+use crate::run::Run;
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, State};
+use axum::extract::Path;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-pub fn router() -> Router<AppState> {
+pub fn router() -> Router<crate::state::AppState> {
     Router::new().route("/models", get(list)).route("/models/latest", get(latest)).route("/models/{version}", get(by_version))
 }
 
@@ -36,7 +37,18 @@ struct ModelList {
     models: Vec<ModelView>,
 }
 
-async fn list(State(s): State<AppState>, _: Reader) -> Json<ModelList> {
+/// Where a run's routes live: `/api/v1` for `default` (the routes from before runs),
+/// `/api/v1/runs/{run}` for the others.
+pub fn run_prefix(run: &str) -> String {
+    if run == DEFAULT_RUN {
+        "/api/v1".into()
+    } else {
+        format!("/api/v1/runs/{run}")
+    }
+}
+
+async fn list(_: Reader, RunRef(s): RunRef) -> Json<ModelList> {
+    let prefix = run_prefix(&s.name);
     let models: Vec<ModelView> = s
         .registry
         .list()
@@ -48,19 +60,25 @@ async fn list(State(s): State<AppState>, _: Reader) -> Json<ModelList> {
             eval_survival: e.eval_survival(),
             eval_episodes: e.eval_episodes,
             bytes: e.bytes,
-            url: format!("/api/v1/models/{}", e.version),
+            url: format!("{prefix}/models/{}", e.version),
         })
         .collect();
     Json(ModelList { latest: models.first().map(|m| m.version), models })
 }
 
-async fn latest(State(s): State<AppState>, _: Reader, headers: HeaderMap) -> ApiResult<Response> {
+async fn latest(_: Reader, RunRef(s): RunRef, headers: HeaderMap) -> ApiResult<Response> {
     let (entry, file) = s.registry.latest().ok_or_else(|| ApiError::NotFound("no model has been published yet".into()))?;
     Ok(model_response(&s, &headers, entry, file))
 }
 
-async fn by_version(State(s): State<AppState>, _: Reader, Path(version): Path<String>, headers: HeaderMap) -> ApiResult<Response> {
-    let not_found = || ApiError::NotFound(format!("no model {version:?} (GET /api/v1/models lists the kept versions)"));
+/// `{version}` of `/models/{version}`.
+#[derive(Deserialize)]
+struct VersionPath {
+    version: String,
+}
+
+async fn by_version(_: Reader, RunRef(s): RunRef, Path(VersionPath { version }): Path<VersionPath>, headers: HeaderMap) -> ApiResult<Response> {
+    let not_found = || ApiError::NotFound(format!("no model {version:?} (GET {}/models lists the kept versions)", run_prefix(&s.name)));
     let v: u64 = version.parse().map_err(|_| not_found())?;
     let (entry, file) = s.registry.get(v).ok_or_else(not_found)?;
     Ok(model_response(&s, &headers, entry, file))
@@ -74,7 +92,7 @@ fn matches(headers: &HeaderMap, etag: &str) -> bool {
     })
 }
 
-fn model_response(s: &AppState, headers: &HeaderMap, entry: ModelEntry, file: Bytes) -> Response {
+fn model_response(s: &Run, headers: &HeaderMap, entry: ModelEntry, file: Bytes) -> Response {
     // Derived from the bytes: a cached copy can never be taken for other weights.
     let etag = entry.etag.clone();
     let mut h = HeaderMap::new();
@@ -88,6 +106,8 @@ fn model_response(s: &AppState, headers: &HeaderMap, entry: ModelEntry, file: By
         return (StatusCode::NOT_MODIFIED, h).into_response();
     }
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
-    h.insert(header::CONTENT_DISPOSITION, val(format!("attachment; filename=\"shine-{}-v{}.safetensors\"", s.action_set.name(), entry.version)));
+    // The run's name in the file name, except default's (as before runs).
+    let run = if s.name == DEFAULT_RUN { String::new() } else { format!("{}-", s.name) };
+    h.insert(header::CONTENT_DISPOSITION, val(format!("attachment; filename=\"shine-{run}{}-v{}.safetensors\"", s.action_set.name(), entry.version)));
     (StatusCode::OK, h, Body::from(file)).into_response()
 }

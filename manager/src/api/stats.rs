@@ -1,7 +1,7 @@
 //! `GET /stats`: the dashboard's time series (`?since=T`: only samples after unix
 //! time T, for incremental polling), the current values, and the workers.
 
-use super::Reader;
+use super::{Reader, RunRef};
 use crate::error::{ApiError, ApiResult};
 use crate::fleet::WorkerView;
 use crate::sampler;
@@ -25,6 +25,8 @@ struct Since {
 
 #[derive(Debug, Serialize)]
 struct StatsReply {
+    run: String,
+    paused: bool,
     interval_secs: f64,
     /// Values right now (rates over the time since the last sample).
     current: Sample,
@@ -37,24 +39,26 @@ struct StatsReply {
     workers: Vec<WorkerView>,
 }
 
-async fn get_stats(State(s): State<AppState>, _: Reader, q: Result<Query<Since>, QueryRejection>) -> ApiResult<Json<StatsReply>> {
+async fn get_stats(State(s): State<AppState>, _: Reader, RunRef(run): RunRef, q: Result<Query<Since>, QueryRejection>) -> ApiResult<Json<StatsReply>> {
     let Query(q) = q.map_err(|r| ApiError::BadRequest { code: "bad_query", message: r.body_text() })?;
     let (series, last) = {
-        let series = s.series.lock().expect("series lock");
+        let series = run.series.lock().expect("series lock");
         (series.since(q.since), series.last().cloned())
     };
-    let current = sampler::sample(&s, last.as_ref());
+    let current = sampler::sample(&s, &run, last.as_ref());
     let (episodes_total, eval_episodes_total) = {
-        let e = s.episodes.lock().expect("episodes lock");
+        let e = run.episodes.lock().expect("episodes lock");
         (e.total, e.eval_total)
     };
-    let workers = s.fleet.lock().expect("fleet lock").list(Instant::now());
+    let workers = s.fleet.lock().expect("fleet lock").list(Instant::now(), Some(&run.name));
     Ok(Json(StatsReply {
+        run: run.name.clone(),
+        paused: run.is_paused(),
         interval_secs: s.config.stats.interval_secs,
         current,
         series,
-        replay_capacity: s.config.replay.capacity,
-        action_set: s.action_set.name(),
+        replay_capacity: run.settings.replay.capacity,
+        action_set: run.action_set.name(),
         episodes_total,
         eval_episodes_total,
         workers,

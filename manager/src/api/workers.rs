@@ -1,41 +1,77 @@
 //! Workers: `POST /workers` (register), `POST /workers/{id}/heartbeat`,
 //! `GET /workers` (the dashboard's list), `POST /episodes` (finished episodes).
+//!
+//! Registration under `/runs/{run}` joins that run; `POST /api/v1/workers` joins the
+//! run the manager assigns ([`assign`]).
 
-use super::{ApiJson, Reader, Writer};
+use super::{ApiJson, Reader, RunName, RunRef, Writer};
 use crate::error::{ApiError, ApiResult};
 use crate::fleet::WorkerView;
+use crate::run::Run;
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::post;
 use axum::{Json, Router};
+use serde::Deserialize;
 use serde::Serialize;
 use shine_agent::protocol::{EpisodesReply, EpisodesRequest, Heartbeat, HeartbeatReply, RegisterRequest, Registration, MAX_EPISODES};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/workers", post(register).get(list)).route("/workers/{id}/heartbeat", post(heartbeat)).route("/episodes", post(episodes))
 }
 
-async fn register(State(s): State<AppState>, _: Writer, ApiJson(info): ApiJson<RegisterRequest>) -> ApiResult<(StatusCode, Json<Registration>)> {
+/// The run a worker without `--run` joins: among the runs not paused (all of them if
+/// every one is), the one with the fewest registered workers per unit of weight; on a
+/// tie, the one with the fewest transitions inserted; then by name.
+pub fn assign(runs: &[Arc<Run>], workers_in: impl Fn(&str) -> usize) -> Option<Arc<Run>> {
+    let active: Vec<&Arc<Run>> = runs.iter().filter(|r| !r.is_paused()).collect();
+    let pool = if active.is_empty() { runs.iter().collect() } else { active };
+    let key = |r: &Arc<Run>| (workers_in(&r.name) as f64 / r.settings.weight, r.trainer.stats().transitions_inserted);
+    pool.into_iter()
+        .min_by(|a, b| {
+            let (ka, kb) = (key(a), key(b));
+            ka.0.total_cmp(&kb.0).then(ka.1.cmp(&kb.1)).then(a.name.cmp(&b.name))
+        })
+        .cloned()
+}
+
+async fn register(
+    State(s): State<AppState>,
+    _: Writer,
+    RunName(named): RunName,
+    ApiJson(info): ApiJson<RegisterRequest>,
+) -> ApiResult<(StatusCode, Json<Registration>)> {
     let host = info.host.clone();
-    let (worker_id, epsilon) = s.fleet.lock().expect("fleet lock").register(info, Instant::now());
-    tracing::info!(worker_id, %host, epsilon, "worker registered");
-    let (g, w) = (&s.config.game, &s.config.workers);
+    let run = match named {
+        Some(name) => s.run(&name)?,
+        None => {
+            let runs = s.all_runs();
+            let fleet = s.fleet.lock().expect("fleet lock");
+            assign(&runs, |r| fleet.live_in(r))
+                .ok_or_else(|| ApiError::Conflict { code: "no_runs", message: "this manager has no runs: create one (POST /api/v1/runs)".into() })?
+        }
+    };
+    let (worker_id, epsilon) = s.fleet.lock().expect("fleet lock").register(info, &run.name, Instant::now());
+    tracing::info!(worker_id, %host, run = %run.name, epsilon, "worker registered");
+    let (g, w, d) = (&run.settings.game, &s.config.workers, &run.settings.dqn);
     Ok((
         StatusCode::CREATED,
         Json(Registration {
             worker_id,
+            run: run.name.clone(),
             epsilon,
-            action_set: s.action_set.name().into(),
-            task: s.task.name().into(),
-            n_step: s.config.dqn.n_step,
-            gamma: s.config.dqn.gamma,
+            action_set: run.action_set.name().into(),
+            task: run.task.name().into(),
+            n_step: d.n_step,
+            gamma: d.gamma,
             upload_every_transitions: w.upload_every_transitions,
             upload_every_secs: w.upload_every_secs,
             max_upload_bytes: s.config.server.max_upload_bytes as u64,
-            ingest_queue_transitions: s.config.trainer.queue_capacity(),
+            ingest_queue_transitions: run.settings.trainer.queue_capacity(),
             model_poll_secs: w.model_poll_secs,
             heartbeat_secs: w.heartbeat_secs,
             eval_share: g.eval_share,
@@ -45,7 +81,18 @@ async fn register(State(s): State<AppState>, _: Writer, ApiJson(info): ApiJson<R
     ))
 }
 
-async fn heartbeat(State(s): State<AppState>, _: Writer, Path(id): Path<String>, ApiJson(hb): ApiJson<Heartbeat>) -> ApiResult<Json<HeartbeatReply>> {
+/// `{id}` of `/workers/{id}/...` (by name: under `/runs/{run}` there are two parameters).
+#[derive(Deserialize)]
+pub struct WorkerPath {
+    pub id: String,
+}
+
+async fn heartbeat(
+    State(s): State<AppState>,
+    _: Writer,
+    Path(WorkerPath { id }): Path<WorkerPath>,
+    ApiJson(hb): ApiJson<Heartbeat>,
+) -> ApiResult<Json<HeartbeatReply>> {
     let unknown = || ApiError::NotFound(format!("unknown worker {id}: register again"));
     let wid: u32 = id.parse().map_err(|_| unknown())?;
     let epsilon = s.fleet.lock().expect("fleet lock").heartbeat(wid, hb, Instant::now()).ok_or_else(unknown)?;
@@ -57,12 +104,12 @@ struct WorkerList {
     workers: Vec<WorkerView>,
 }
 
-async fn list(State(s): State<AppState>, _: Reader) -> Json<WorkerList> {
-    let workers = s.fleet.lock().expect("fleet lock").list(Instant::now());
+async fn list(State(s): State<AppState>, _: Reader, RunRef(run): RunRef) -> Json<WorkerList> {
+    let workers = s.fleet.lock().expect("fleet lock").list(Instant::now(), Some(&run.name));
     Json(WorkerList { workers })
 }
 
-async fn episodes(State(s): State<AppState>, _: Writer, ApiJson(body): ApiJson<EpisodesRequest>) -> ApiResult<Json<EpisodesReply>> {
+async fn episodes(State(s): State<AppState>, _: Writer, RunRef(run): RunRef, ApiJson(body): ApiJson<EpisodesRequest>) -> ApiResult<Json<EpisodesReply>> {
     // Validate all before taking any (bad input changes nothing).
     if body.episodes.len() > MAX_EPISODES {
         return Err(ApiError::Unprocessable {
@@ -73,11 +120,17 @@ async fn episodes(State(s): State<AppState>, _: Writer, ApiJson(body): ApiJson<E
     if let Some((i, _)) = body.episodes.iter().enumerate().find(|(_, e)| !e.reward.is_finite()) {
         return Err(ApiError::Unprocessable { code: "not_finite", message: format!("episode {i}: reward is not a finite number") });
     }
+    if let Some(other) = s.fleet.lock().expect("fleet lock").run_of(body.worker_id).filter(|r| *r != run.name) {
+        return Err(ApiError::WrongRun(format!(
+            "worker {} joined the run {other:?}, not {:?}: report to /api/v1/runs/{other}/episodes",
+            body.worker_id, run.name
+        )));
+    }
     let n = body.episodes.len();
     // Evaluation tallies per model version, for the registry's "best".
     let mut evals: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
     {
-        let mut log = s.episodes.lock().expect("episodes lock");
+        let mut log = run.episodes.lock().expect("episodes lock");
         for e in body.episodes {
             if e.eval {
                 let t = evals.entry(e.model_version).or_default();
@@ -87,10 +140,10 @@ async fn episodes(State(s): State<AppState>, _: Writer, ApiJson(body): ApiJson<E
             log.add(e);
         }
     }
-    s.metrics.episodes.inc_by(n as u64);
+    s.metrics.episodes.with_label_values(&[&run.name]).inc_by(n as u64);
     s.fleet.lock().expect("fleet lock").touch(body.worker_id, 0, Instant::now());
     if !evals.is_empty() {
-        let registry = s.registry.clone();
+        let registry = run.registry.clone();
         // Writes models/index.json: file I/O, off the async runtime.
         tokio::task::spawn_blocking(move || {
             for (version, (episodes, survived)) in evals {

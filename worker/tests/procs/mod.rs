@@ -120,6 +120,17 @@ pub fn spawn(cmd: &mut Command, log: PathBuf) -> Proc {
     Proc { child, log }
 }
 
+/// [`start_manager_with`], with `runs` (`[[runs]]` tables) at the end of its config.
+pub fn start_manager_runs(dir: &Path, port: u16, n: usize, trainer: &str, runs: &str) -> Proc {
+    let config = write_manager_config(dir, port, trainer);
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str(runs);
+    std::fs::write(&config, text).unwrap();
+    let p = spawn(Command::new(manager_bin()).arg("--config").arg(config), dir.join(format!("manager-{n}.log")));
+    wait_for(Duration::from_secs(60), "the manager to answer /healthz", || http_get(port, "/healthz").is_some_and(|b| b.contains("ok")), &p);
+    p
+}
+
 /// The manager with the rate limiter off: the worker plays as fast as it can.
 pub fn start_manager(dir: &Path, port: u16, n: usize) -> Proc {
     start_manager_with(dir, port, n, "burn_in = 1000\nsamples_per_insert = 0.0")
@@ -146,20 +157,47 @@ pub fn start_worker(dir: &Path, port: u16, extra: &[&str]) -> Proc {
     spawn(&mut cmd, dir.join("worker.log"))
 }
 
-/// A plain HTTP/1.0 GET (no client library needed for two text endpoints).
+/// A plain HTTP/1.0 GET (no client library needed for a few small requests).
 pub fn http_get(port: u16, path: &str) -> Option<String> {
+    http(port, "GET", path)
+}
+
+/// `method path` without a body, with the token; the whole response (status line,
+/// headers, body).
+pub fn http(port: u16, method: &str, path: &str) -> Option<String> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\nAuthorization: Bearer {TOKEN}\r\n\r\n").ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
+    write!(s, "{method} {path} HTTP/1.0\r\nHost: localhost\r\nAuthorization: Bearer {TOKEN}\r\nContent-Length: 0\r\n\r\n").ok()?;
+    // Bytes, not a String: a model download is binary (its body comes back lossily).
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).ok()?;
+    let out = String::from_utf8_lossy(&out).into_owned();
     out.starts_with("HTTP/1.").then_some(out)
 }
 
-/// A Prometheus counter or gauge without labels from `/metrics`.
+/// The JSON body of a GET.
+pub fn get_json(port: u16, path: &str) -> Option<serde_json::Value> {
+    let r = http_get(port, path)?;
+    serde_json::from_str(r.split_once("\r\n\r\n")?.1).ok()
+}
+
+/// A Prometheus counter or gauge of the run `default` from `/metrics`.
 pub fn metric(port: u16, name: &str) -> Option<f64> {
+    run_metric(port, name, "default")
+}
+
+/// A Prometheus counter or gauge of `run` (its only label) from `/metrics`.
+pub fn run_metric(port: u16, name: &str, run: &str) -> Option<f64> {
     let body = http_get(port, "/metrics")?;
-    body.lines().find_map(|l| l.strip_prefix(name).and_then(|rest| rest.strip_prefix(' ')).and_then(|v| v.trim().parse().ok()))
+    let series = format!("{name}{{run=\"{run}\"}} ");
+    body.lines().find_map(|l| l.strip_prefix(&series).and_then(|v| v.trim().parse().ok()))
+}
+
+/// A Prometheus series with exactly these labels (as rendered: sorted by name).
+pub fn run_metric_labels(port: u16, name: &str, labels: &str) -> Option<f64> {
+    let body = http_get(port, "/metrics")?;
+    let series = format!("{name}{{{labels}}} ");
+    body.lines().find_map(|l| l.strip_prefix(&series).and_then(|v| v.trim().parse().ok()))
 }
 
 pub fn wait_for(within: Duration, what: &str, mut ok: impl FnMut() -> bool, p: &Proc) {

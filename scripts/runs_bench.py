@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""Several runs on one manager against as many separate managers, given the same
+compute: the benchmark of docs/benchmarks.md ("Several runs on one device").
+
+    python3 scripts/runs_bench.py                      (k = 1, 2, 4; 60 s each)
+    python3 scripts/runs_bench.py --k 4 --secs 120 --capacity 100000
+
+For each k: (a) one manager with k runs (`[[runs]]` r1..rk), and (b) k managers with
+one run each. Every manager is pinned to the same single core (`taskset -c
+--manager-core`, standing in for one shared device), every worker to the other
+(`--worker-core`), one worker per run with one environment. The rate limiter is off
+(`samples_per_insert = 0`): once a run's burn-in is in, it trains as fast as it is
+given the device. After every run has trained for --warmup-secs, the train steps of
+each run are read, again --secs later; the resident memory (VmRSS) of the manager
+processes is summed at the end. Prints one row per (k, mode): aggregate steps/s, each
+run's steps/s, the smallest run's share of its fair share, and the memory.
+"""
+import argparse
+import os
+import secrets
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+
+from soak import ROOT, build, get_json, rss_mb
+
+TRAINER = """
+[trainer]
+device = "cpu"
+burn_in = 2000
+samples_per_insert = 0.0
+checkpoint_every = 0
+checkpoint_every_secs = 0.0
+"""
+
+
+def manager_config(port, data, token, capacity, runs):
+    text = f"""
+[server]
+listen = "127.0.0.1:{port}"
+data_dir = "{data}"
+token = "{token}"
+[workers]
+upload_every_secs = 1.0
+[replay]
+capacity = {capacity}
+update_size = 1000
+{TRAINER}
+"""
+    for r in runs:
+        text += f'\n[[runs]]\nname = "{r}"\n'
+    return text
+
+
+def wait_up(url, proc, log):
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            sys.exit(f"a manager exited; its log: {log}")
+        try:
+            if urllib.request.urlopen(url + "/healthz", timeout=2).read() == b"ok":
+                return
+        except OSError:
+            time.sleep(0.3)
+    sys.exit(f"a manager did not come up; its log: {log}")
+
+
+def steps(urls):
+    """Train steps by run, over every manager."""
+    out = {}
+    for u in urls:
+        for r in get_json(u + "/api/v1/runs")["runs"]:
+            out[(u, r["name"])] = r["train_steps"]
+    return out
+
+
+def trial(bindir, k, mode, args, base_port, workdir):
+    token = secrets.token_hex(8)
+    names = [f"r{i + 1}" for i in range(k)]
+    managers = [(base_port, names)] if mode == "one" else [(base_port + i, [n]) for i, n in enumerate(names)]
+    procs, urls, mpids = [], [], []
+    try:
+        for j, (port, runs) in enumerate(managers):
+            d = os.path.join(workdir, f"{mode}-k{k}-m{j}")
+            subprocess.run(["rm", "-rf", d], check=True)
+            os.makedirs(d)
+            cfg = os.path.join(d, "manager.toml")
+            with open(cfg, "w") as f:
+                f.write(manager_config(port, os.path.join(d, "data"), token, args.capacity, runs))
+            log = os.path.join(d, "manager.log")
+            p = subprocess.Popen(["taskset", "-c", str(args.manager_core), os.path.join(bindir, "shine-manager"), "--config", cfg],
+                                 stdout=open(log, "w"), stderr=subprocess.STDOUT)
+            procs.append(p)
+            mpids.append(p.pid)
+            url = f"http://127.0.0.1:{port}"
+            wait_up(url, p, log)
+            urls.append(url)
+            for r in runs:
+                wlog = os.path.join(d, f"worker-{r}.log")
+                cmd = ["taskset", "-c", str(args.worker_core), os.path.join(bindir, "shine-worker"), "run", "--manager", url,
+                       "--token", token, "--envs", "1", "--spool-dir", os.path.join(d, f"spool-{r}")]
+                if mode == "one":
+                    cmd += ["--run", r]
+                procs.append(subprocess.Popen(cmd, stdout=open(wlog, "w"), stderr=subprocess.STDOUT))
+        # Every run past burn-in, then the warm-up.
+        deadline = time.time() + 600
+        while min(steps(urls).values()) == 0:
+            if time.time() > deadline:
+                sys.exit(f"k={k} {mode}: a run did not start training within 10 minutes (logs under {workdir})")
+            time.sleep(1)
+        time.sleep(args.warmup_secs)
+        s0, t0 = steps(urls), time.time()
+        time.sleep(args.secs)
+        s1, t1 = steps(urls), time.time()
+        rss = sum(rss_mb(pid) or 0.0 for pid in mpids)
+        per_run = sorted((s1[key] - s0[key]) / (t1 - t0) for key in s1)
+        return per_run, rss
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--k", default="1,2,4", help="run counts, comma-separated (1,2,4)")
+    ap.add_argument("--secs", type=float, default=60, help="seconds measured per trial (60)")
+    ap.add_argument("--warmup-secs", type=float, default=15, help="seconds of training before measuring (15)")
+    ap.add_argument("--capacity", type=int, default=1_000_000, help="[replay] capacity of every run (1,000,000)")
+    ap.add_argument("--manager-core", type=int, default=0, help="the core every manager is pinned to (0)")
+    ap.add_argument("--worker-core", type=int, default=1, help="the core every worker is pinned to (1)")
+    ap.add_argument("--port", type=int, default=8300, help="first port (8300)")
+    ap.add_argument("--dir", default="data/runs-bench", help="data and logs (data/runs-bench)")
+    args = ap.parse_args()
+
+    bindir = build()
+    workdir = os.path.join(ROOT, args.dir)
+    print(f"{'k':>2} {'mode':<9} {'steps/s total':>13} {'per run (min..max)':>20} {'spread':>7} {'min/fair':>8} {'RSS MB':>7}", flush=True)
+    results = {}
+    for k in [int(x) for x in args.k.split(",")]:
+        for mode in ["one", "separate"]:
+            per_run, rss = trial(bindir, k, mode, args, args.port, workdir)
+            total = sum(per_run)
+            fair = total / k
+            spread = (max(per_run) - min(per_run)) / statistics.mean(per_run) if k > 1 else 0.0
+            results[(k, mode)] = (total, rss)
+            label = "1 manager" if mode == "one" else f"{k} managers"
+            print(f"{k:>2} {label:<9} {total:>13.0f} {min(per_run):>9.0f}..{max(per_run):<9.0f} {spread * 100:>6.1f}% "
+                  f"{min(per_run) / fair * 100:>7.1f}% {rss:>7.0f}", flush=True)
+        (one, one_rss), (sep, sep_rss) = results[(k, "one")], results[(k, "separate")]
+        print(f"   k={k}: one manager {one / sep * 100:.1f} % of the separate managers' steps/s, {one_rss / sep_rss * 100:.1f} % of their memory",
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()
