@@ -564,7 +564,7 @@ mod tests {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/manager.toml");
         let text = std::fs::read_to_string(path).unwrap();
         let example: String =
-            text[text.find("# [[runs]]").expect("the example")..].lines().map(|l| format!("{}\n", l.trim_start_matches('#').trim_start())).collect();
+            text[text.find("# [[runs]]\n").expect("the example")..].lines().map(|l| format!("{}\n", l.trim_start_matches('#').trim_start())).collect();
         let c: Config = toml::from_str(&example).unwrap();
         let runs = c.runs().unwrap();
         let names: Vec<&str> = runs.iter().map(|r| r.name.as_str()).collect();
