@@ -11,6 +11,7 @@
 //! `[trainer]` ([`Config::runs`] resolves them). No `[[runs]]`: one run named
 //! `default` with the manager's sections, as before runs existed.
 
+use crate::history::HistoryConfig;
 use crate::replay::ReplayConfig;
 use crate::trainer::TrainerConfig;
 use crate::wal::WalConfig;
@@ -35,6 +36,7 @@ pub struct Config {
     pub replay: ReplayConfig,
     pub dqn: DqnConfig,
     pub wal: WalConfig,
+    pub history: HistoryConfig,
     /// `[[runs]]`: the experiments this manager trains (none: one run, `default`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub runs: Vec<RunSpec>,
@@ -330,6 +332,9 @@ impl Config {
         }
         if s.dedup_window == 0 {
             bail!("[server] dedup_window must be at least 1");
+        }
+        if self.history.samples_per_run == 0 || self.history.episodes_per_run == 0 {
+            bail!("[history] samples_per_run and episodes_per_run must be at least 1");
         }
         if self.wal.segment_mb == 0 || self.wal.segment_mb > 4096 {
             bail!("[wal] segment_mb = {} must be in 1..=4096", self.wal.segment_mb);

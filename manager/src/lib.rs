@@ -5,7 +5,7 @@
 //! worker ─POST /api/v1/experience─► api::experience: check; room in the queue, from the header (else 503);
 //!                                     │ dedup; decode + validate (blocking pool); wal::Wal::append (durable) ─► 202
 //!                                     │ trainer::Reservation::ingest (the queue, bounded in transitions)
-//!                                     ▼  trainer thread (owns everything below)
+//!                                     ▼  device thread (one for every run; owns everything below)
 //!   replay::Replay (ring on the device, or the in-RAM baseline)
 //!                                     │ sample [batch, 57] on the device
 //!                                     ▼
@@ -16,7 +16,8 @@
 //! ```
 //! Learner core:
 //! - [`replay`]: the in-GPU replay and the in-RAM baseline.
-//! - [`trainer`]: the trainer thread, its rate limiter and its handle.
+//! - [`device`]: the one thread that trains every run, in turn.
+//! - [`trainer`]: one run's trainer, its rate limiter and its client.
 //! - [`checkpoint`]: atomic save and restore of the learner and counters.
 //! - [`priority`]: the trainer thread's scheduling priority (the manager's one `unsafe`).
 //! - [`wal`]: the write-ahead log of accepted uploads; a restart rebuilds the replay
@@ -29,7 +30,9 @@
 //!   one error enum; [`state`]: the one state struct the handlers share.
 //! - [`config`]: the TOML file and the CLI.
 //! - [`fleet`]: the worker registry and the epsilon ladder.
+//! - [`run`]: a run (an experiment: its settings, replay, learner, models, data).
 //! - [`stats`]: the dashboard's time series; [`sampler`]: takes its samples;
+//!   [`history`]: each run's series, episodes and evaluations in SQLite, across restarts;
 //!   [`metrics`]: Prometheus, with the same words (accepted, inserted, sampled, trained).
 //! - [`live`]: live matches, worker frames fanned out to browsers.
 //! - [`registry`]: published models on disk.
@@ -50,6 +53,7 @@ pub mod api;
 pub mod config;
 pub mod error;
 pub mod fleet;
+pub mod history;
 pub mod launch;
 pub mod live;
 pub mod metrics;

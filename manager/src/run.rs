@@ -19,6 +19,7 @@
 
 use crate::config::{Config, RunSettings, RunSpec, DEFAULT_RUN};
 use crate::device::Device;
+use crate::history::{History, Record};
 use crate::registry::Registry;
 use crate::state::Dedup;
 use crate::stats::{EpisodeLog, Series};
@@ -154,7 +155,7 @@ pub fn discover(config: &Config) -> anyhow::Result<Vec<(RunSpec, Source)>> {
 impl Run {
     /// Open the run: its directories, write-ahead log recovery, registry, and its
     /// trainer on `device`. Blocking (file I/O, libtorch).
-    pub fn open(spec: RunSpec, source: Source, config: &Config, device: &Device) -> anyhow::Result<Run> {
+    pub fn open(spec: RunSpec, source: Source, config: &Config, device: &Device, history: &History) -> anyhow::Result<Run> {
         let settings = spec.resolve(config)?;
         let name = settings.name.clone();
         let dir = run_dir(&config.server.data_dir, &name);
@@ -198,6 +199,26 @@ impl Run {
         };
         let client = device.add_run(setup, publish).with_context(|| format!("run {name:?}"))?;
         client.set_paused(paused);
+        // The curves and episode windows go on where the last life of this run left them.
+        let mut series = Series::new(config.stats.history);
+        let mut episodes = EpisodeLog::new(config.stats.recent_episodes);
+        let (samples, train, eval) = (
+            history.samples(&name, config.stats.history),
+            history.episodes(&name, false, config.stats.recent_episodes),
+            history.episodes(&name, true, config.stats.recent_episodes),
+        );
+        match (samples, train, eval) {
+            (Ok(samples), Ok(train), Ok(eval)) => {
+                tracing::info!(run = %name, samples = samples.len(), episodes = train.len() + eval.len(), "history loaded");
+                samples.into_iter().for_each(|s| series.push(s));
+                train.into_iter().chain(eval).for_each(|e| episodes.preload(e));
+            }
+            (a, b, c) => {
+                let e = a.err().or(b.err()).or(c.err()).expect("one failed");
+                tracing::warn!(run = %name, error = format!("{e:#}"), "could not load the run's history; its curves start afresh");
+            }
+        }
+        history.record(Record::Run { run: name.clone(), settings: serde_json::to_string(&settings).expect("plain settings") });
         tracing::info!(run = %name, action_set = action_set.name(), task = task.name(), paused, "run open");
         Ok(Run {
             name,
@@ -212,8 +233,8 @@ impl Run {
             trainer: client,
             registry,
             dedup: Mutex::new(dedup),
-            episodes: Mutex::new(EpisodeLog::new(config.stats.recent_episodes)),
-            series: Mutex::new(Series::new(config.stats.history)),
+            episodes: Mutex::new(episodes),
+            series: Mutex::new(series),
             age_sum: Default::default(),
             age_count: Default::default(),
         })

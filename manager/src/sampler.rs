@@ -3,6 +3,7 @@
 //! every `[stats] interval_secs` ([`sampler`]) and at each `GET /api/v1/stats`
 //! ([`sample`]).
 
+use crate::history::Record;
 use crate::run::Run;
 use crate::state::AppState;
 use crate::stats::Sample;
@@ -69,7 +70,8 @@ pub async fn sampler(state: AppState, stop: CancellationToken) {
         for run in state.all_runs() {
             let prev = run.series.lock().expect("series lock").last().cloned();
             let s = sample(&state, &run, prev.as_ref());
-            run.series.lock().expect("series lock").push(s);
+            run.series.lock().expect("series lock").push(s.clone());
+            state.history.record(Record::Sample { run: run.name.clone(), sample: s });
         }
         // Live channels of workers that are gone and unwatched are dropped here.
         let now = Instant::now();

@@ -13,6 +13,7 @@ use crate::api;
 use crate::config::Config;
 use crate::device::Device;
 use crate::fleet::Fleet;
+use crate::history::History;
 use crate::metrics::Metrics;
 use crate::run::{self, Run};
 use crate::sampler;
@@ -52,7 +53,13 @@ pub async fn serve(listener: TcpListener, config: Config, shutdown: Cancellation
     shutdown.cancel();
     tasks.wait().await;
     // The trainer last, whatever happened to the server: the final checkpoints.
-    tokio::task::spawn_blocking(move || state.device.stop()).await.context("trainer shutdown panicked")??;
+    let stopped = tokio::task::spawn_blocking(move || {
+        let r = state.device.stop();
+        // What the sampler and the handlers recorded, written before exiting.
+        state.history.close();
+        r
+    });
+    stopped.await.context("trainer shutdown panicked")??;
     tracing::info!("shutdown complete");
     served.context("HTTP server")
 }
@@ -69,6 +76,7 @@ async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Result<Ap
         runs: RwLock::new(BTreeMap::new()),
         fleet: Mutex::new(Fleet::new(config.workers.clone())),
         metrics: Metrics::new(),
+        history: History::open(&data_dir, config.history.clone())?,
         live: Default::default(),
         run_changes: Default::default(),
         shutdown,
@@ -79,7 +87,7 @@ async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Result<Ap
     let s = state.clone();
     tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
         for (spec, source) in run::discover(&s.config)? {
-            let r = Run::open(spec, source, &s.config, &s.device)?;
+            let r = Run::open(spec, source, &s.config, &s.device, &s.history)?;
             s.runs.write().expect("runs lock").insert(r.name.clone(), Arc::new(r));
         }
         Ok(())

@@ -7,6 +7,7 @@ use crate::config::{Config, DEFAULT_RUN};
 use crate::device::Device;
 use crate::error::ApiError;
 use crate::fleet::Fleet;
+use crate::history::History;
 use crate::live::LiveHub;
 use crate::metrics::Metrics;
 use crate::run::Run;
@@ -26,6 +27,8 @@ pub struct Manager {
     /// Every run's workers (ids are unique across runs; each worker is in one run).
     pub fleet: Mutex<Fleet>,
     pub metrics: Metrics,
+    /// Every run's series, episodes and evaluations, across restarts.
+    pub history: History,
     /// Live matches: browsers watching workers, and the frames fanned out to them.
     pub live: LiveHub,
     /// Serialises creating and deleting runs (both take seconds: files, the device).

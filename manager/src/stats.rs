@@ -111,6 +111,15 @@ impl EpisodeLog {
         }
         q.push_back(e);
     }
+    /// Put an episode of an earlier life (the history) into the windows, without
+    /// counting it in this process's totals.
+    pub fn preload(&mut self, e: EpisodeReport) {
+        let q = if e.eval { &mut self.eval } else { &mut self.train };
+        if q.len() == self.cap {
+            q.pop_front();
+        }
+        q.push_back(e);
+    }
     fn mean(q: &VecDeque<EpisodeReport>, f: impl Fn(&EpisodeReport) -> f64) -> Option<f64> {
         (!q.is_empty()).then(|| q.iter().map(f).sum::<f64>() / q.len() as f64)
     }

@@ -68,3 +68,44 @@ async fn a_restart_after_a_checkpoint_continues_the_step_counter_and_serves_the_
     assert!(c["train_steps"].as_u64().unwrap() > steps);
     m.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_curves_and_episode_windows_go_on_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = Manager::start(config(dir.path())).await;
+    let (st, _) = m.post_json("/api/v1/workers", &serde_json::json!({ "host": "h" })).await;
+    assert_eq!(st, 201);
+    let episode =
+        |reward: f64, eval: bool| serde_json::json!({ "frames": 3600, "reward": reward, "survived": eval, "eval": eval, "cpu_level": 9, "model_version": 1 });
+    let (st, _) = m
+        .post_json("/api/v1/episodes", &serde_json::json!({ "worker_id": 1, "episodes": [episode(2.0, false), episode(4.0, false), episode(0.0, true)] }))
+        .await;
+    assert_eq!(st, 200);
+    // A few samples (one every 0.1 s), with the episodes in them.
+    m.wait_for("the episodes in a sample", 30, |c| c["episode_reward"] == 3.0).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = m.get_json("/api/v1/stats").await["series"].as_array().unwrap().clone();
+    assert!(before.len() >= 3, "{before:?}");
+    m.stop().await.unwrap();
+
+    let m = Manager::start(config(dir.path())).await;
+    let stats = m.get_json("/api/v1/stats").await;
+    let after = stats["series"].as_array().unwrap();
+    let times = |v: &[serde_json::Value]| v.iter().map(|s| s["t"].as_f64().unwrap()).collect::<Vec<_>>();
+    assert_eq!(times(&after[..before.len()]), times(&before), "the series before the restart comes back first, sample by sample");
+    assert_eq!((stats["current"]["episode_reward"].as_f64(), stats["current"]["eval_survival"].as_f64()), (Some(3.0), Some(1.0)), "the episode windows too");
+    assert_eq!(stats["episodes_total"], 0, "totals count this process's episodes");
+
+    // The history API: the run, its series thinned on request, its evaluations.
+    let runs = m.get_json("/api/v1/history").await;
+    assert_eq!(runs["runs"][0]["name"], "default");
+    assert!(runs["runs"][0]["samples"].as_u64().unwrap() >= before.len() as u64);
+    let h = m.get_json("/api/v1/history/default?max_points=2").await;
+    assert!(!h["series"].as_array().unwrap().is_empty() && h["series"].as_array().unwrap().len() <= 2, "{h}");
+    assert_eq!(h["evals"], serde_json::json!([{ "version": 1, "episodes": 1, "survived": 1 }]));
+    let r = m.http.get(m.at("/api/v1/history/nosuch")).send().await.unwrap();
+    assert_eq!(r.status(), 404);
+    let r = m.http.get(m.at("/api/v1/history/default?max_points=0")).send().await.unwrap();
+    assert_eq!(r.status(), 400);
+    m.stop().await.unwrap();
+}

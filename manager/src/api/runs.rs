@@ -89,7 +89,8 @@ async fn create(State(s): State<AppState>, _: Writer, ApiJson(spec): ApiJson<Run
         return Err(ApiError::Conflict { code: "run_exists", message: format!("a run named {:?} exists already", spec.name) });
     }
     let state = s.clone();
-    let opened = tokio::task::spawn_blocking(move || Run::open(spec, Source::Api, &state.config, &state.device)).await.map_err(anyhow::Error::from)?;
+    let opened =
+        tokio::task::spawn_blocking(move || Run::open(spec, Source::Api, &state.config, &state.device, &state.history)).await.map_err(anyhow::Error::from)?;
     // What fails here is the data under the run's directory (a checkpoint of another
     // action set, say): the request's to fix, not the manager's.
     let run = Arc::new(opened.map_err(|e| ApiError::Unprocessable { code: "invalid_run", message: format!("{e:#}") })?);
@@ -157,6 +158,7 @@ async fn delete(State(s): State<AppState>, _: Writer, RunRef(run): RunRef, q: Re
     .await
     .map_err(anyhow::Error::from)??;
     s.metrics.forget_run(&run.name);
+    s.history.record(crate::history::Record::Deleted { run: run.name.clone() });
     s.fleet.lock().expect("fleet lock").sweep(Instant::now());
     tracing::info!(run = %run.name, kept_at = %kept_at.display(), "run deleted");
     Ok(Json(Deleted { deleted: run.name.clone(), kept_at: kept_at.display().to_string() }))

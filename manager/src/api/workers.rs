@@ -7,6 +7,7 @@
 use super::{ApiJson, Reader, RunName, RunRef, Writer};
 use crate::error::{ApiError, ApiResult};
 use crate::fleet::WorkerView;
+use crate::history::Record;
 use crate::run::Run;
 use crate::state::AppState;
 use axum::extract::{Path, State};
@@ -130,6 +131,7 @@ async fn episodes(State(s): State<AppState>, _: Writer, RunRef(run): RunRef, Api
     // Evaluation tallies per model version, for the registry's "best".
     let mut evals: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
     {
+        s.history.record(Record::Episodes { run: run.name.clone(), episodes: body.episodes.clone() });
         let mut log = run.episodes.lock().expect("episodes lock");
         for e in body.episodes {
             if e.eval {
@@ -143,6 +145,9 @@ async fn episodes(State(s): State<AppState>, _: Writer, RunRef(run): RunRef, Api
     s.metrics.episodes.with_label_values(&[&run.name]).inc_by(n as u64);
     s.fleet.lock().expect("fleet lock").touch(body.worker_id, 0, Instant::now());
     if !evals.is_empty() {
+        for (&version, &(episodes, survived)) in &evals {
+            s.history.record(Record::Eval { run: run.name.clone(), version, episodes, survived });
+        }
         let registry = run.registry.clone();
         // Writes models/index.json: file I/O, off the async runtime.
         tokio::task::spawn_blocking(move || {
