@@ -388,9 +388,9 @@ mod tests {
         h.record(Record::Run { run: "a".into(), settings: "{\"weight\":1.0}".into() });
         h.record(Record::Run { run: "b".into(), settings: "{}".into() });
         for i in 0..80 {
-            h.record(Record::Sample { run: "a".into(), sample: sample(1000.0 + i as f64, i) });
+            h.record(Record::Sample { run: "a".into(), sample: Box::new(sample(1000.0 + i as f64, i)) });
         }
-        h.record(Record::Sample { run: "b".into(), sample: sample(5000.0, 7) });
+        h.record(Record::Sample { run: "b".into(), sample: Box::new(sample(5000.0, 7)) });
         h.record(Record::Episodes { run: "a".into(), episodes: (0..5).map(|i| episode(i as f64, false)).chain([episode(9.0, true)]).collect() });
         h.record(Record::Eval { run: "a".into(), version: 3, episodes: 2, survived: 1 });
         h.record(Record::Eval { run: "a".into(), version: 3, episodes: 4, survived: 4 });
@@ -423,7 +423,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         std::fs::write(tmp.path().join("history.sqlite"), vec![0x5a; 8192]).unwrap();
         let h = History::open(tmp.path(), HistoryConfig::default()).unwrap();
-        h.record(Record::Sample { run: "a".into(), sample: sample(1.0, 1) });
+        h.record(Record::Sample { run: "a".into(), sample: Box::new(sample(1.0, 1)) });
         h.close();
         assert_eq!(h.samples("a", 10).unwrap().len(), 1);
         let aside: Vec<String> =

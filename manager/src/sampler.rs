@@ -71,7 +71,7 @@ pub async fn sampler(state: AppState, stop: CancellationToken) {
             let prev = run.series.lock().expect("series lock").last().cloned();
             let s = sample(&state, &run, prev.as_ref());
             run.series.lock().expect("series lock").push(s.clone());
-            state.history.record(Record::Sample { run: run.name.clone(), sample: s });
+            state.history.record(Record::Sample { run: run.name.clone(), sample: Box::new(s) });
         }
         // Live channels of workers that are gone and unwatched are dropped here.
         let now = Instant::now();
