@@ -71,7 +71,7 @@ pub enum Record {
     },
     Sample {
         run: String,
-        sample: Sample,
+        sample: Box<Sample>,
     },
     Episodes {
         run: String,
