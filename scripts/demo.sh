@@ -59,7 +59,7 @@ stop() {
             return 1
         fi
     fi
-    echo "==> stopped; logs in $data/logs, models in $data/models" >&2
+    echo "==> stopped; logs in $data/logs, models in $data/runs/default/models" >&2
 }
 # wait PID, again when a trap interrupted it; returns its exit status.
 reap() {
