@@ -40,9 +40,6 @@ pub enum ApiError {
     /// 503: the run is paused; the upload was not kept (retry after it resumes).
     #[error("run {0:?} is paused: uploads are refused until it is resumed (POST /api/v1/runs/{0}/resume); workers keep their data and retry")]
     RunPaused(String),
-    /// 409: the worker registered into another run.
-    #[error("{0}")]
-    WrongRun(String),
     /// 409: the request conflicts with the runs as they are.
     #[error("{message}")]
     Conflict { code: &'static str, message: String },
@@ -65,7 +62,7 @@ impl ApiError {
             ApiError::Unprocessable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Upload(e) => upload_status(e),
             ApiError::Busy | ApiError::StorageFull(_) | ApiError::RunPaused(_) => StatusCode::SERVICE_UNAVAILABLE,
-            ApiError::WrongRun(_) | ApiError::Conflict { .. } => StatusCode::CONFLICT,
+            ApiError::Conflict { .. } => StatusCode::CONFLICT,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -83,7 +80,6 @@ impl ApiError {
             ApiError::Busy => "busy",
             ApiError::StorageFull(_) => "storage_full",
             ApiError::RunPaused(_) => "run_paused",
-            ApiError::WrongRun(_) => "wrong_run",
             ApiError::Conflict { code, .. } => code,
             ApiError::MethodNotAllowed => "method_not_allowed",
             ApiError::Internal(_) => "internal",
@@ -100,7 +96,6 @@ impl ApiError {
             ApiError::Busy => "busy",
             ApiError::StorageFull(_) => "storage_full",
             ApiError::RunPaused(_) => "run_paused",
-            ApiError::WrongRun(_) => "wrong_run",
             _ => "other",
         }
     }

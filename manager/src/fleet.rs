@@ -130,6 +130,14 @@ impl Fleet {
         self.workers.get(&id).map(|w| w.run.as_str())
     }
 
+    /// Forget every worker of a deleted run (their ids answer 404 from then on).
+    pub fn remove_run(&mut self, run: &str) -> usize {
+        let before = self.workers.len();
+        self.workers.retain(|_, w| w.run != run);
+        self.gone.retain(|(_, _, w)| w.run != run);
+        before - self.workers.len()
+    }
+
     /// Registered workers of `run`.
     pub fn live_in(&self, run: &str) -> usize {
         self.workers.values().filter(|w| w.run == run).count()
@@ -145,9 +153,12 @@ impl Fleet {
         Some(self.epsilon_of_slot(&run, slot))
     }
 
-    /// Any contact from a known worker (an upload, episodes) keeps it alive.
-    pub fn touch(&mut self, id: u32, transitions: u64, now: Instant) {
-        if let Some(w) = self.workers.get_mut(&id) {
+    /// Any contact from a known worker (an upload, episodes) keeps it alive. `run`: the
+    /// run the contact was for, if it names one; a worker of another run is left alone
+    /// (after a manager restart ids start again from 1, so an old worker's upload may
+    /// carry a new worker's id until it registers again).
+    pub fn touch(&mut self, id: u32, run: Option<&str>, transitions: u64, now: Instant) {
+        if let Some(w) = self.workers.get_mut(&id).filter(|w| run.is_none_or(|r| r == w.run)) {
             w.last_seen = now;
             if transitions > 0 {
                 w.uploads += 1;
@@ -277,6 +288,8 @@ mod tests {
         assert_eq!((f.run_of(b), f.run_of(c), f.live_in("fight"), f.live_in("dodge")), (Some("fight"), Some("fight"), 2, 1));
         let ids: Vec<u32> = f.list(t0, Some("fight")).iter().map(|w| w.worker_id).collect();
         assert_eq!(ids, vec![b, c]);
+        assert_eq!(f.remove_run("fight"), 2);
+        assert_eq!((f.live(), f.run_of(a), f.run_of(b)), (1, Some("dodge"), None));
     }
 
     #[test]
@@ -312,7 +325,8 @@ mod tests {
         let t0 = Instant::now();
         let mut f = fleet(0);
         let (a, _) = f.register(RegisterRequest::default(), "r", t0);
-        f.touch(a, 100, t0 + Duration::from_secs(8));
+        f.touch(a, Some("r"), 100, t0 + Duration::from_secs(8));
+        f.touch(a, Some("other"), 50, t0 + Duration::from_secs(8));
         assert!(f.heartbeat(a, Heartbeat::default(), t0 + Duration::from_secs(15)).is_some());
         let w = &f.list(t0 + Duration::from_secs(15), None)[0];
         assert_eq!(w.transitions, 100);

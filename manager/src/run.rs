@@ -160,10 +160,6 @@ impl Run {
         let name = settings.name.clone();
         let dir = run_dir(&config.server.data_dir, &name);
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        if source == Source::Api {
-            let text = toml::to_string(&Stored { run: spec.clone() }).context("writing run.toml")?;
-            write_atomic(&dir.join("run.toml"), text.as_bytes()).with_context(|| format!("writing {}", dir.join("run.toml").display()))?;
-        }
         let paused = match std::fs::read_to_string(dir.join("state.toml")) {
             Ok(t) => toml::from_str::<State>(&t).with_context(|| format!("parsing {}", dir.join("state.toml").display()))?.paused,
             Err(_) => settings.paused,
@@ -198,6 +194,18 @@ impl Run {
             restore,
         };
         let client = device.add_run(setup, publish).with_context(|| format!("run {name:?}"))?;
+        // Kept for the next start only once it opened: a run that fails to open (its
+        // directory holds a checkpoint of another action set) must not stop a restart.
+        if source == Source::Api {
+            let path = dir.join("run.toml");
+            let stored = toml::to_string(&Stored { run: spec.clone() })
+                .context("writing run.toml")
+                .and_then(|text| write_atomic(&path, text.as_bytes()).with_context(|| format!("writing {}", path.display())));
+            if let Err(e) = stored {
+                let _ = device.remove_run(&client);
+                return Err(e);
+            }
+        }
         client.set_paused(paused);
         // The curves and episode windows go on where the last life of this run left them.
         let mut series = Series::new(config.stats.history);

@@ -7,9 +7,8 @@
 //! nothing added), room in the trainer's queue for the header's count (503 `busy`,
 //! decided before any decompression), then the complete validation of
 //! `experience::decode` (400 or 422), off the async runtime since it decompresses and
-//! checks up to 5.7 M floats. Before the header is read: the run must not be paused
-//! (503 `run_paused`); after it: a worker registered into another run is refused (409
-//! `wrong_run`). A fully valid batch is appended to the write-ahead log
+//! checks up to 5.7 M floats. Before the header is read: the run (from the path) must
+//! not be paused (503 `run_paused`). A fully valid batch is appended to the write-ahead log
 //! (503 `storage_full` when the disk is full) and only then queued and answered 202:
 //! a 202 means kept.
 
@@ -53,7 +52,7 @@ async fn upload(State(s): State<AppState>, RunRef(run): RunRef, req: Request) ->
 
 /// The `200` for an upload id already accepted: nothing is added.
 fn duplicate(s: &AppState, run: &Run, worker_id: u32) -> Response {
-    s.fleet.lock().expect("fleet lock").touch(worker_id, 0, Instant::now());
+    s.fleet.lock().expect("fleet lock").touch(worker_id, Some(&run.name), 0, Instant::now());
     s.metrics.duplicates.with_label_values(&[&run.name]).inc();
     tracing::debug!(worker_id, "duplicate upload dropped");
     (StatusCode::OK, Json(UploadReply { accepted: 0, duplicate: true })).into_response()
@@ -91,9 +90,6 @@ async fn accept(s: &AppState, run: &Run, req: Request) -> ApiResult<Response> {
     // manager must not spend its CPU on uploads it will refuse.)
     let header = experience::Header::parse(&bytes)?;
     let (count, worker_id, upload_id, played_by) = (header.count as u64, header.meta.worker_id, header.meta.upload_id, header.meta.model_version);
-    if let Some(other) = s.fleet.lock().expect("fleet lock").run_of(worker_id).filter(|r| *r != run.name) {
-        return Err(ApiError::WrongRun(format!("worker {worker_id} joined the run {other:?}, not {:?}: upload to /api/v1/runs/{other}/experience", run.name)));
-    }
     if run.dedup.lock().expect("dedup lock").contains(&upload_id) {
         return Ok(duplicate(s, run, worker_id));
     }
@@ -116,7 +112,7 @@ async fn accept(s: &AppState, run: &Run, req: Request) -> ApiResult<Response> {
         room.ingest(batch).map_err(|_| ApiError::Busy)?;
         dedup.insert(upload_id);
     }
-    s.fleet.lock().expect("fleet lock").touch(worker_id, count, Instant::now());
+    s.fleet.lock().expect("fleet lock").touch(worker_id, Some(&run.name), count, Instant::now());
     s.metrics.accepted(&run.name, count);
     // How stale the data is: versions between the model that played it and the latest.
     let age = run.registry.latest_version().unwrap_or(0).saturating_sub(played_by);

@@ -79,7 +79,7 @@ async fn post_frames(
 ) -> ApiResult<Json<WatchReply>> {
     let wid = known_worker(&s, &id)?;
     batch.validate().map_err(|message| ApiError::Unprocessable { code: "bad_live_batch", message })?;
-    s.fleet.lock().expect("fleet lock").touch(wid, 0, Instant::now());
+    s.fleet.lock().expect("fleet lock").touch(wid, None, 0, Instant::now());
     // Serialised once here, whatever the number of browsers.
     let text = serde_json::json!({ "type": "frames", "worker_id": wid, "batch": batch }).to_string();
     let watch = s.live.publish(wid, text.into());

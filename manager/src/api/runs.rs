@@ -14,7 +14,6 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
-use std::time::Instant;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -159,7 +158,7 @@ async fn delete(State(s): State<AppState>, _: Writer, RunRef(run): RunRef, q: Re
     .map_err(anyhow::Error::from)??;
     s.metrics.forget_run(&run.name);
     s.history.record(crate::history::Record::Deleted { run: run.name.clone() });
-    s.fleet.lock().expect("fleet lock").sweep(Instant::now());
+    s.fleet.lock().expect("fleet lock").remove_run(&run.name);
     tracing::info!(run = %run.name, kept_at = %kept_at.display(), "run deleted");
     Ok(Json(Deleted { deleted: run.name.clone(), kept_at: kept_at.display().to_string() }))
 }
