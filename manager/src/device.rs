@@ -327,22 +327,9 @@ impl Scheduler {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trainer::tests::{batch, small};
-    use crate::trainer::{Restore, TrainerStats};
+    use crate::trainer::tests::{batch, small, wait_until};
+    use crate::trainer::Restore;
     use shine_agent::ActionSet;
-    use std::time::Instant;
-
-    fn wait_until(c: &TrainerClient, what: &str, f: impl Fn(&TrainerStats) -> bool) -> TrainerStats {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let s = c.stats();
-            if f(&s) {
-                return s;
-            }
-            assert!(Instant::now() < deadline, "timed out waiting for {what}: {s:?}");
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    }
 
     #[test]
     fn two_runs_train_on_one_device_and_a_paused_or_removed_one_leaves_the_other_alone() {

@@ -770,10 +770,10 @@ pub(crate) mod tests {
 
     /// Poll until `f` holds (the trainer runs on its own thread) and return the
     /// snapshot it held for; panics after a minute.
-    fn wait_until(h: &TrainerHandle, what: &str, f: impl Fn(&TrainerStats) -> bool) -> TrainerStats {
+    pub(crate) fn wait_until(c: &TrainerClient, what: &str, f: impl Fn(&TrainerStats) -> bool) -> TrainerStats {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            let s = h.stats();
+            let s = c.stats();
             if f(&s) {
                 return s;
             }
@@ -847,10 +847,10 @@ pub(crate) mod tests {
         // 50 transitions; the next batch waits in the queue until 50 steps are done.
         ingest(&h, batch(100, 0));
         ingest(&h, batch(10, 1));
-        let s = wait_until(&h, "the queued batch to go in", |s| s.replay_len == 110);
+        let s = wait_until(&h.client(), "the queued batch to go in", |s| s.replay_len == 110);
         assert!(s.train_steps >= 50, "the batch went in after only {} steps", s.train_steps);
         // And then the learner trains up to the ratio for all 110 rows.
-        wait_until(&h, "110 steps", |s| s.train_steps >= 110);
+        wait_until(&h.client(), "110 steps", |s| s.train_steps >= 110);
         h.shutdown().unwrap();
     }
 
@@ -861,11 +861,11 @@ pub(crate) mod tests {
         assert_eq!(published.lock().unwrap().len(), 1, "version 1 is published before spawn returns");
         // 90 < burn_in 100: nothing trains.
         ingest(&h, batch(90, 0));
-        wait_until(&h, "the first 90 rows", |s| s.replay_len == 90);
+        wait_until(&h.client(), "the first 90 rows", |s| s.replay_len == 90);
         assert_eq!(h.stats().train_steps, 0);
         // 200 rows at 8 samples each and batch 8: exactly 200 steps, then it waits.
         ingest(&h, batch(110, 1));
-        wait_until(&h, "200 train steps", |s| s.train_steps >= 200);
+        wait_until(&h.client(), "200 train steps", |s| s.train_steps >= 200);
         h.shutdown().unwrap();
         let published = published.lock().unwrap();
         let Published { version, train_step: step, file: bytes } = published.last().unwrap().clone();
@@ -882,7 +882,7 @@ pub(crate) mod tests {
         let (t, r, d) = small();
         let (h, before) = start(t.clone(), r.clone(), d.clone(), tmp.path());
         ingest(&h, batch(110, 0));
-        wait_until(&h, "110 train steps", |s| s.train_steps >= 110);
+        wait_until(&h.client(), "110 train steps", |s| s.train_steps >= 110);
         h.shutdown().unwrap();
         assert!(checkpoint::path(tmp.path()).exists());
         let last = before.lock().unwrap().last().unwrap().clone();
@@ -897,7 +897,7 @@ pub(crate) mod tests {
         assert_eq!((s.train_steps, s.model_version, s.transitions_inserted), (110, 23, 110));
         // The replay starts empty: burn-in again, then steps continue from 110.
         ingest(&h, batch(110, 1));
-        wait_until(&h, "110 more steps", |s| s.train_steps >= 220);
+        wait_until(&h.client(), "110 more steps", |s| s.train_steps >= 220);
         h.shutdown().unwrap();
         let after = after.lock().unwrap();
         assert_eq!(after[1].version, 24);
@@ -959,7 +959,7 @@ pub(crate) mod tests {
         let b = c.reserve(4).unwrap();
         a.ingest(batch(6, 0)).unwrap();
         b.ingest(batch(4, 1)).unwrap();
-        wait_until(&h, "both in the replay", |s| s.replay_len == 10);
+        wait_until(&h.client(), "both in the replay", |s| s.replay_len == 10);
         assert_eq!(c.queued(), 0);
         h.shutdown().unwrap();
     }
