@@ -10,6 +10,11 @@
 //! use); with `N = 1` the single worker gets `base`. Workers learn a changed epsilon
 //! from each heartbeat reply.
 //!
+//! Worker ids are never reused, across restarts too ([`IdBlocks`]): a worker still
+//! running from before a restart must not pass for the one that registered since
+//! under its old number (its heartbeats would keep the newcomer's record alive and it
+//! would never register again).
+//!
 //! A worker not heard from for `worker_timeout_secs` is dropped and its slot is free
 //! for the next registration; if it comes back, its heartbeat is answered 404 and it
 //! registers again (as after a manager restart, when the registry starts empty: it is
@@ -87,10 +92,60 @@ pub struct Fleet {
     gone: VecDeque<(Instant, u32, Worker)>,
 }
 
+/// Ids handed out in blocks, the end of the current block kept on disk
+/// (`<data_dir>/worker-ids.json`): a restart starts after every id any earlier life
+/// may have handed out, with one small write per [`IdBlocks::BLOCK`] registrations.
+pub struct IdBlocks {
+    path: std::path::PathBuf,
+    /// Ids below this may have been handed out.
+    reserved: std::sync::Mutex<u32>,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct IdFile {
+    reserved_below: u32,
+}
+
+impl IdBlocks {
+    pub const BLOCK: u32 = 1024;
+
+    /// Read the file (none: a first start) and the first id this life may use.
+    pub fn open(data_dir: &std::path::Path) -> anyhow::Result<(IdBlocks, u32)> {
+        use anyhow::Context;
+        let path = data_dir.join("worker-ids.json");
+        let first = match std::fs::read(&path) {
+            Ok(b) => {
+                serde_json::from_slice::<IdFile>(&b)
+                    .with_context(|| format!("parsing {} (delete it to number workers from 1 again)", path.display()))?
+                    .reserved_below
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => 1,
+            Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+        };
+        Ok((IdBlocks { path, reserved: std::sync::Mutex::new(first) }, first.max(1)))
+    }
+
+    /// Make sure `id` is below the reserved end on disk (a write once per block).
+    /// Blocking.
+    pub fn cover(&self, id: u32) -> anyhow::Result<()> {
+        use anyhow::Context;
+        let mut reserved = self.reserved.lock().expect("ids lock");
+        if id < *reserved {
+            return Ok(());
+        }
+        let end = id.saturating_add(Self::BLOCK);
+        let bytes = serde_json::to_vec(&IdFile { reserved_below: end }).expect("plain struct");
+        shine_agent::durable::write_atomic(&self.path, &bytes).with_context(|| format!("writing {}", self.path.display()))?;
+        *reserved = end;
+        Ok(())
+    }
+}
+
 impl Fleet {
-    pub fn new(cfg: WorkersConfig) -> Fleet {
+    /// A fleet whose first worker id is `first_id` ([`IdBlocks::open`]).
+    pub fn new(cfg: WorkersConfig, first_id: u32) -> Fleet {
         let timeout = Duration::from_secs_f64(cfg.worker_timeout_secs);
-        Fleet { cfg, timeout, next_id: 1, workers: BTreeMap::new(), gone: VecDeque::new() }
+        Fleet { cfg, timeout, next_id: first_id.max(1), workers: BTreeMap::new(), gone: VecDeque::new() }
     }
 
     /// Drop workers not heard from within the timeout; returns how many went.
@@ -241,7 +296,7 @@ mod tests {
     use super::*;
 
     fn fleet(fleet_size: u32) -> Fleet {
-        Fleet::new(WorkersConfig { fleet_size, worker_timeout_secs: 10.0, ..Default::default() })
+        Fleet::new(WorkersConfig { fleet_size, worker_timeout_secs: 10.0, ..Default::default() }, 1)
     }
 
     #[test]
@@ -293,6 +348,27 @@ mod tests {
     }
 
     #[test]
+    fn worker_ids_are_never_handed_out_twice_across_restarts() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (ids, first) = IdBlocks::open(tmp.path()).unwrap();
+        assert_eq!(first, 1);
+        let mut f = Fleet::new(WorkersConfig::default(), first);
+        let t0 = Instant::now();
+        for _ in 0..3 {
+            let (id, _) = f.register(RegisterRequest::default(), "r", t0);
+            ids.cover(id).unwrap();
+        }
+        // A crash: the next life starts above every id the first could have given.
+        let (_, first) = IdBlocks::open(tmp.path()).unwrap();
+        assert_eq!(first, 1 + IdBlocks::BLOCK);
+        let mut f = Fleet::new(WorkersConfig::default(), first);
+        assert_eq!(f.register(RegisterRequest::default(), "r", t0).0, 1 + IdBlocks::BLOCK);
+        std::fs::write(tmp.path().join("worker-ids.json"), "{").unwrap();
+        let e = IdBlocks::open(tmp.path()).err().unwrap().to_string();
+        assert!(e.contains("worker-ids.json"), "{e}");
+    }
+
+    #[test]
     fn fleet_size_fixes_epsilons_from_the_start() {
         let t0 = Instant::now();
         let mut f = fleet(4);
@@ -305,7 +381,7 @@ mod tests {
     #[test]
     fn workers_go_stale_then_gone_and_gone_ones_stay_listed() {
         // heartbeat_secs 1 (stale after 2.5 s), timeout 10 s.
-        let mut f = Fleet::new(WorkersConfig { heartbeat_secs: 1.0, worker_timeout_secs: 10.0, ..Default::default() });
+        let mut f = Fleet::new(WorkersConfig { heartbeat_secs: 1.0, worker_timeout_secs: 10.0, ..Default::default() }, 1);
         let t0 = Instant::now();
         let (a, _) = f.register(RegisterRequest { host: "a".into(), ..Default::default() }, "r", t0);
         let state = |f: &Fleet, t| f.list(t, None).iter().find(|w| w.worker_id == a).map(|w| w.state);

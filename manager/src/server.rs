@@ -12,7 +12,7 @@
 use crate::api;
 use crate::config::Config;
 use crate::device::Device;
-use crate::fleet::Fleet;
+use crate::fleet::{Fleet, IdBlocks};
 use crate::history::History;
 use crate::metrics::Metrics;
 use crate::run::{self, Run};
@@ -71,10 +71,12 @@ async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Result<Ap
     std::fs::create_dir_all(&data_dir).with_context(|| format!("creating the data directory {} ([server] data_dir, --data-dir)", data_dir.display()))?;
     run::migrate_legacy(&data_dir)?;
     tracing::info!(?device, "starting the trainer");
+    let (worker_ids, first_id) = IdBlocks::open(&data_dir)?;
     let state = Arc::new(Manager {
         device: Device::start(&config.trainer, device)?,
         runs: RwLock::new(BTreeMap::new()),
-        fleet: Mutex::new(Fleet::new(config.workers.clone())),
+        fleet: Mutex::new(Fleet::new(config.workers.clone(), first_id)),
+        worker_ids,
         metrics: Metrics::new(),
         history: History::open(&data_dir, config.history.clone())?,
         live: Default::default(),

@@ -6,7 +6,7 @@
 use crate::config::{Config, DEFAULT_RUN};
 use crate::device::Device;
 use crate::error::ApiError;
-use crate::fleet::Fleet;
+use crate::fleet::{Fleet, IdBlocks};
 use crate::history::History;
 use crate::live::LiveHub;
 use crate::metrics::Metrics;
@@ -26,6 +26,8 @@ pub struct Manager {
     pub runs: RwLock<BTreeMap<String, Arc<Run>>>,
     /// Every run's workers (ids are unique across runs; each worker is in one run).
     pub fleet: Mutex<Fleet>,
+    /// Keeps worker ids unique across restarts.
+    pub worker_ids: IdBlocks,
     pub metrics: Metrics,
     /// Every run's series, episodes and evaluations, across restarts.
     pub history: History,

@@ -57,6 +57,9 @@ async fn register(
         }
     };
     let (worker_id, epsilon) = s.fleet.lock().expect("fleet lock").register(info, &run.name, Instant::now());
+    // On disk before the answer: a restart never hands this id out again.
+    let state = s.clone();
+    tokio::task::spawn_blocking(move || state.worker_ids.cover(worker_id)).await.map_err(anyhow::Error::from)??;
     tracing::info!(worker_id, %host, run = %run.name, epsilon, "worker registered");
     let (g, w, d) = (&run.settings.game, &s.config.workers, &run.settings.dqn);
     Ok((
