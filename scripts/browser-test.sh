@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # End-to-end test of the dashboard in real headless Chromium: builds the binaries,
 # starts a real shine-manager (temporary data dir, tiny burn-in so training and
-# publishing start within seconds) and a real shine-worker, runs
-# web/tests/dashboard.test.mjs (Playwright driving Debian's chromium), then stops both.
+# publishing start within seconds) with two runs, `default` and `fight`, and a real
+# shine-worker for each, runs web/tests/dashboard.test.mjs (Playwright driving
+# Debian's chromium), restarts the manager on the same data dir and address while the
+# workers play on, runs the test's second part (`--after-restart`: the history from
+# before the restart is still drawn, both workers are back), then stops them all.
 #
 #   scripts/browser-test.sh            debug binaries
 #   SHINE_PROFILE=release scripts/browser-test.sh
@@ -11,8 +14,8 @@
 # Playwright's own browser download is not used; CHROMIUM=PATH takes another build
 # instead), Node.js and npm when there is no `node`/`npm` on PATH, and playwright-core
 # from web/tests/package-lock.json (npm ci), which asks for Node.js 20 or newer.
-# Screenshots and the downloaded model go to $SHINE_ARTIFACTS (default
-# target/browser-artifacts); the manager's and worker's logs too.
+# Screenshots and the downloaded models go to $SHINE_ARTIFACTS (default
+# target/browser-artifacts); the manager's and workers' logs too.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$PWD
@@ -50,6 +53,12 @@ bin=${CARGO_TARGET_DIR:-$root/target}/$profile
 
 tmp=$(mktemp -d)
 pids=()
+# Forget a process that has been waited for, so that cleanup never signals its id.
+forget() {
+    local keep=() pid
+    for pid in "${pids[@]}"; do [ "$pid" = "$1" ] || keep+=("$pid"); done
+    pids=("${keep[@]}")
+}
 cleanup() {
     # Only the processes this script started, by their ids; SIGTERM lets each stop cleanly.
     for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
@@ -61,6 +70,8 @@ trap cleanup EXIT
 
 # Small and quick: a few hundred transitions start training, a model every 300 steps,
 # stats twice a second, one in five episodes an evaluation (so that chart fills too).
+# Two runs that differ in their game (the dashboard compares them); the steps that
+# test one run's pages test `default`.
 cat >"$tmp/manager.toml" <<EOF
 [server]
 listen = "127.0.0.1:0"
@@ -89,32 +100,84 @@ capacity = 50000
 update_size = 100
 [dqn]
 batch_size = 32
+
+[[runs]]
+name = "default"
+
+[[runs]]
+name = "fight"
+game = { action_set = "fight", task = "fight" }
 EOF
 token=browser-test-token
 
-echo "==> starting shine-manager" >&2
-"$bin/shine-manager" --config "$tmp/manager.toml" --token "$token" >"$tmp/manager.log" 2>&1 &
-pids+=($!)
-url=
-for _ in $(seq 1 600); do
-    url=$(sed -n 's/^shine-manager listening on \(http:[^ ]*\)$/\1/p' "$tmp/manager.log" | head -n1)
-    [ -n "$url" ] && break
-    kill -0 "${pids[0]}" 2>/dev/null || { cat "$tmp/manager.log" >&2; echo "shine-manager exited" >&2; exit 1; }
-    sleep 0.1
-done
-[ -n "$url" ] || { cat "$tmp/manager.log" >&2; echo "shine-manager did not come up" >&2; exit 1; }
-echo "    $url" >&2
+# Starts the manager with its log in $tmp/$1 (and --listen $2, if given) and waits
+# until it listens: sets manager (its pid) and url.
+start_manager() {
+    "$bin/shine-manager" --config "$tmp/manager.toml" --token "$token" ${2:+--listen "$2"} >"$tmp/$1" 2>&1 &
+    manager=$!
+    pids+=("$manager")
+    url=
+    for _ in $(seq 1 600); do
+        url=$(sed -n 's/^shine-manager listening on \(http:[^ ]*\)$/\1/p' "$tmp/$1" | head -n1)
+        [ -n "$url" ] && break
+        kill -0 "$manager" 2>/dev/null || { cat "$tmp/$1" >&2; echo "shine-manager exited" >&2; exit 1; }
+        sleep 0.1
+    done
+    [ -n "$url" ] || { cat "$tmp/$1" >&2; echo "shine-manager did not come up" >&2; exit 1; }
+    echo "    $url" >&2
+}
 
-echo "==> starting shine-worker" >&2
-"$bin/shine-worker" run --manager "$url" --token "$token" --envs 1 --seed 1 --spool-dir "$tmp/spool" >"$tmp/worker.log" 2>&1 &
-pids+=($!)
+# One worker per run, each with its own spool dir and log (appended to across the
+# restart): sets workers (their pids).
+start_workers() {
+    "$bin/shine-worker" run --manager "$url" --token "$token" --run default --envs 1 --seed 1 --spool-dir "$tmp/spool" >>"$tmp/worker.log" 2>&1 &
+    workers=($!)
+    "$bin/shine-worker" run --manager "$url" --token "$token" --run fight --envs 1 --seed 2 --spool-dir "$tmp/spool-fight" >>"$tmp/worker-fight.log" 2>&1 &
+    workers+=($!)
+    pids+=("${workers[@]}")
+}
+
+# SIGTERM to one of ours, and its exit status once it has stopped (within 60 s).
+stop() {
+    kill "$1" 2>/dev/null || true
+    for _ in $(seq 1 600); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$1" 2>/dev/null && { echo "process $1 did not stop within 60 s of SIGTERM" >&2; exit 1; }
+    local rc=0
+    wait "$1" || rc=$?
+    forget "$1"
+    return "$rc"
+}
+
+echo "==> starting shine-manager" >&2
+start_manager manager.log
+echo "==> starting two shine-workers, one per run" >&2
+start_workers
+
+browser_test() {
+    (cd web/tests && SHINE_URL="$url" SHINE_TOKEN="$token" SHINE_ARTIFACTS="$art" SHINE_WORKER_BIN="$bin/shine-worker" \
+        SHINE_RESTART_AT="${restart_at:-}" node dashboard.test.mjs "$@") || status=$?
+}
 
 echo "==> browser test (headless chromium)" >&2
 status=0
-(cd web/tests && SHINE_URL="$url" SHINE_ARTIFACTS="$art" SHINE_WORKER_BIN="$bin/shine-worker" node dashboard.test.mjs) || status=$?
+browser_test
+if [ "$status" -eq 0 ]; then
+    # The workers stay up, as on a real fleet: they spool while the manager is away,
+    # then register again with the new one (on the same address) and deliver.
+    echo "==> restarting shine-manager on the same data dir and address" >&2
+    # SIGTERM: the manager writes its final checkpoints and history, then exits 0.
+    stop "$manager" || { echo "shine-manager exited with status $? on SIGTERM" >&2; exit 1; }
+    # Every sample before this time is the old process's, every one after the new one's.
+    restart_at=$(date +%s.%N)
+    start_manager manager-after-restart.log "${url#http://}"
+    echo "==> browser test after the restart" >&2
+    browser_test --after-restart
+fi
 if [ "$status" -ne 0 ]; then
-    echo "==> manager log (tail)" >&2; tail -n 30 "$tmp/manager.log" >&2
-    echo "==> worker log (tail)" >&2; tail -n 30 "$tmp/worker.log" >&2
+    for log in manager.log manager-after-restart.log worker.log worker-fight.log; do
+        [ -f "$tmp/$log" ] || continue
+        echo "==> $log (tail)" >&2; tail -n 30 "$tmp/$log" >&2
+    done
 fi
 echo "==> artifacts: $art" >&2
 exit "$status"

@@ -1,13 +1,20 @@
 // Shine dashboard. Plain JavaScript, no libraries: charts and the live match are drawn
 // on <canvas> here. Data comes from the manager's API (docs/api.md):
-//   GET /api/v1/stats?since=T  every interval_secs: charts, header figures, workers table
-//   GET /api/v1/models         every 5 s: the bots table
-//   WS  /api/v1/live/{worker}  while a worker is picked: its live match
-// With `public_reads = false` the page is opened as /?token=T: fetches send it as a
-// bearer header; the WebSocket and download links (which cannot carry headers) as ?token=.
+//   GET /api/v1/runs                 every 3 s: the run picker, the runs and settings tables
+//   GET {prefix}/stats?since=T       every interval_secs: charts, header figures, workers table
+//   GET {prefix}/models              every 5 s: the bots table
+//   GET /api/v1/history/{run}?since  every 5 s, with two runs or more: the compare charts
+//   WS  /api/v1/live/{worker}        while a worker is picked: its live match
+// {prefix} is the picked run's (GET /api/v1/runs says where each run's routes are:
+// /api/v1 for the run named default, /api/v1/runs/{run} for the others); the page
+// remembers the pick as ?run=NAME. With one run the page shows just that run, as it did
+// before runs existed. With `public_reads = false` the page is opened as /?token=T:
+// fetches send it as a bearer header; the WebSocket and download links (which cannot
+// carry headers) as ?token=.
 "use strict";
 
-const TOKEN = new URLSearchParams(location.search).get("token");
+const PARAMS = new URLSearchParams(location.search);
+const TOKEN = PARAMS.get("token");
 const API = "api/v1";
 
 function withToken(url) {
@@ -83,7 +90,29 @@ const CHARTS = [
     series: [{ key: "data_age", label: "versions behind", color: "#f472b6" }] },
 ];
 
-const state = { samples: [], lastT: null, interval: 2, history: 3600, actionSet: "untouchable", workers: [], models: [], best: null };
+// The compare charts: one Sample field each, one line per run (its color: runColor).
+const COMPARE = [
+  { id: "survival", title: "Evaluation survival", sub: "greedy, top CPU; share of episodes survived, %", key: "eval_survival", unit: "%", pct: true, min: 0, max: 100 },
+  { id: "train_sps", title: "Train steps per second", sub: "each run's share of the device", key: "train_steps_per_sec", unit: "steps/s", min: 0 },
+  { id: "loss", title: "TD loss", sub: "Huber loss of the latest train steps", key: "loss", unit: "", min: 0 },
+  { id: "spi", title: "Samples per insert", sub: "rate limiter's ratio", key: "samples_per_insert", unit: "×", min: 0 },
+];
+
+const state = {
+  samples: [], lastT: null, interval: 2, history: 3600, actionSet: "untouchable", workers: [], models: [], best: null,
+  // The runs (GET /api/v1/runs, by name), the one picked, where its routes are (relative,
+  // like API, so the page also works under a path prefix), and a generation that a run
+  // switch bumps so that answers for the previous run still in flight are dropped.
+  runs: [], run: null, prefix: null, gen: 0,
+};
+
+// Distinct colors for runs, by their place in the list (sorted by name, so a run keeps
+// its color while the runs stay the same); past eight they repeat, dashed.
+const RUN_COLORS = ["#4fb3ff", "#f5a524", "#3ecf8e", "#ef5b5b", "#a78bfa", "#f472b6", "#2dd4bf", "#e2e8f0"];
+function runColor(name) {
+  const i = Math.max(0, state.runs.findIndex((r) => r.name === name));
+  return { color: RUN_COLORS[i % RUN_COLORS.length], dashed: i >= RUN_COLORS.length };
+}
 
 function niceStep(range, ticks) {
   const raw = range / Math.max(1, ticks);
@@ -104,31 +133,46 @@ function setupCanvas(canvas) {
   return { ctx, w, h };
 }
 
-function buildCharts() {
-  const root = $("charts");
-  for (const c of CHARTS) {
-    const card = el("div", "card");
-    card.dataset.chart = c.id;
-    const head = el("div", "chart-head");
-    const titles = el("div");
-    titles.append(el("div", "chart-title", c.title), el("div", "chart-sub", c.sub));
+function legendItem(color, label) {
+  const item = el("span");
+  const sw = el("i");
+  sw.style.background = color;
+  item.append(sw, document.createTextNode(label));
+  return item;
+}
+
+// One chart's card: title, current value (the progress charts), legend, canvas.
+function buildChart(c, root) {
+  const card = el("div", "card");
+  const head = el("div", "chart-head");
+  const titles = el("div");
+  titles.append(el("div", "chart-title", c.title), el("div", "chart-sub", c.sub));
+  head.append(titles);
+  if (c.series) {
     c.valueEl = el("div", "chart-value", "–");
-    head.append(titles, c.valueEl);
-    const legend = el("div", "legend");
-    if (c.series.length > 1) {
-      for (const s of c.series) {
-        const item = el("span");
-        const sw = el("i");
-        sw.style.background = s.color;
-        item.append(sw, document.createTextNode(s.label));
-        legend.append(item);
-      }
-    }
-    c.canvas = el("canvas", "chart");
-    c.canvas.addEventListener("mousemove", (e) => { c.hoverX = e.offsetX; drawChart(c); });
-    c.canvas.addEventListener("mouseleave", () => { c.hoverX = null; drawChart(c); });
-    card.append(head, legend, c.canvas);
-    root.append(card);
+    head.append(c.valueEl);
+  }
+  c.legendEl = el("div", "legend");
+  c.canvas = el("canvas", "chart");
+  c.canvas.addEventListener("mousemove", (e) => { c.hoverX = e.offsetX; drawChart(c); });
+  c.canvas.addEventListener("mouseleave", () => { c.hoverX = null; drawChart(c); });
+  card.append(head, c.legendEl, c.canvas);
+  root.append(card);
+  return card;
+}
+
+function buildCharts() {
+  for (const c of CHARTS) {
+    buildChart(c, $("charts")).dataset.chart = c.id;
+    if (c.series.length > 1) for (const s of c.series) c.legendEl.append(legendItem(s.color, s.label));
+    // The picked run's samples, every series on one time base.
+    c.lines = () => c.series.map((s) => ({ ...s, pts: state.samples }));
+  }
+  for (const c of COMPARE) {
+    c.compare = true;
+    buildChart(c, $("compare-charts")).dataset.compare = c.id;
+    // Each run's samples from its history, each on its own time base.
+    c.lines = () => state.runs.map((r) => ({ key: c.key, label: r.name, ...runColor(r.name), pts: (compare.series[r.name] || {}).samples || [] }));
   }
 }
 
@@ -138,26 +182,57 @@ function chartValue(c, sample, key) {
   return c.pct ? v * 100 : v;
 }
 
+// Whether the samples pause before pts[i] (the manager was down): the step to it is
+// over five times the spacing of the samples around it. Lines break there rather than
+// bridge the pause with a straight line. The spacing is measured locally because it
+// varies within a series: the history comes thinned evenly (every k-th sample), the
+// samples polled since then unthinned.
+function gapBefore(pts, i) {
+  if (i < 1) return false;
+  const d = pts[i].t - pts[i - 1].t;
+  const near = Math.max(i >= 2 ? pts[i - 1].t - pts[i - 2].t : 0, i + 1 < pts.length ? pts[i + 1].t - pts[i].t : 0);
+  return near > 0 && d > 5 * near;
+}
+
+// Draws c.lines(): each { pts (samples, oldest first), key, label, color, dashed }.
+// Returns them with `points`, how many values each drew, and `t0`, `t1`, the times of
+// its first and last (null: none).
 function drawChart(c) {
   const { ctx, w, h } = setupCanvas(c.canvas);
   ctx.clearRect(0, 0, w, h);
-  const pts = state.samples;
+  const lines = c.lines();
   const L = 52, R = 10, T = 8, B = 22;
   const pw = w - L - R, ph = h - T - B;
-  // Data range.
-  let lo = Infinity, hi = -Infinity, points = 0;
-  for (const s of c.series) for (const p of pts) {
-    const v = chartValue(c, p, s.key);
-    if (v === null) continue;
-    lo = Math.min(lo, v); hi = Math.max(hi, v); points++;
+  // Data range, the time span, and the first and last time a value is drawn at.
+  let lo = Infinity, hi = -Infinity, points = 0, t0 = Infinity, t1 = -Infinity, drawnT0 = Infinity, drawnT1 = -Infinity;
+  for (const s of lines) {
+    s.points = 0;
+    s.t0 = null;
+    s.t1 = null;
+    if (!s.pts.length) continue;
+    t0 = Math.min(t0, s.pts[0].t);
+    t1 = Math.max(t1, s.pts[s.pts.length - 1].t);
+    for (const p of s.pts) {
+      const v = chartValue(c, p, s.key);
+      if (v === null) continue;
+      lo = Math.min(lo, v); hi = Math.max(hi, v); points++; s.points++;
+      drawnT0 = Math.min(drawnT0, p.t); drawnT1 = Math.max(drawnT1, p.t);
+      if (s.t0 === null) s.t0 = p.t;
+      s.t1 = p.t;
+    }
   }
+  // Read by the browser tests: how many values this chart drew, and from when to when
+  // (unix seconds; the compare charts' first one shows the history from before a
+  // manager restart is still drawn).
+  c.canvas.dataset.points = String(points);
+  c.canvas.dataset.t0 = points ? String(drawnT0) : "";
+  c.canvas.dataset.t1 = points ? String(drawnT1) : "";
   ctx.font = "11px system-ui, sans-serif";
   if (points === 0) {
     ctx.fillStyle = "#5b6676";
     ctx.textAlign = "center";
     ctx.fillText("no data yet", L + pw / 2, T + ph / 2);
-    c.canvas.dataset.points = "0";
-    return;
+    return lines;
   }
   if (c.min !== undefined) lo = Math.min(lo, c.min);
   if (c.max !== undefined && hi <= c.max) hi = Math.max(hi, c.pct ? Math.min(c.max, Math.max(hi * 1.1, 10)) : c.max);
@@ -165,7 +240,7 @@ function drawChart(c) {
   const step = niceStep(hi - lo, 4);
   lo = Math.floor(lo / step) * step;
   hi = Math.ceil(hi / step) * step;
-  const t0 = pts[0].t, t1 = Math.max(pts[pts.length - 1].t, t0 + 1);
+  t1 = Math.max(t1, t0 + 1);
   const X = (t) => L + ((t - t0) / (t1 - t0)) * pw;
   const Y = (v) => T + ph - ((v - lo) / (hi - lo)) * ph;
 
@@ -189,7 +264,7 @@ function drawChart(c) {
   const span = t1 - t0;
   // At most one label per ~70 px, none cut off at the edges.
   const maxLabels = Math.max(2, Math.floor(pw / 70));
-  const xstep = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200].find((s) => span / s <= maxLabels) || 14400;
+  const xstep = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400, 43200, 86400].find((s) => span / s <= maxLabels) || 172800;
   for (let t = Math.ceil(t0 / xstep) * xstep; t <= t1; t += xstep) {
     const x = X(t);
     ctx.strokeStyle = "#1c252f";
@@ -200,16 +275,19 @@ function drawChart(c) {
   ctx.strokeStyle = "#34414f";
   ctx.beginPath(); ctx.moveTo(L + 0.5, T); ctx.lineTo(L + 0.5, T + ph + 0.5); ctx.lineTo(L + pw, T + ph + 0.5); ctx.stroke();
 
-  // Series: lines with gaps where the value is null, a soft fill under the first.
-  c.series.forEach((s, i) => {
+  // Series: lines with gaps where the value is null, a soft fill under the first (not
+  // when comparing runs: no run's line should stand out).
+  lines.forEach((s, i) => {
     ctx.strokeStyle = s.color;
     ctx.lineWidth = 1.8;
     ctx.setLineDash(s.dashed ? [5, 4] : []);
     let started = false, first = null, last = null;
     ctx.beginPath();
-    for (const p of pts) {
+    for (let k = 0; k < s.pts.length; k++) {
+      const p = s.pts[k];
       const v = chartValue(c, p, s.key);
-      if (v === null) { started = false; continue; }
+      if (v === null || gapBefore(s.pts, k)) started = false;
+      if (v === null) continue;
       const x = X(p.t), y = Y(v);
       if (!started) { ctx.moveTo(x, y); started = true; } else ctx.lineTo(x, y);
       if (first === null) first = x;
@@ -221,39 +299,42 @@ function drawChart(c) {
       ctx.fillStyle = s.color;
       ctx.beginPath(); ctx.arc(last[0], last[1], 2.8, 0, Math.PI * 2); ctx.fill();
     }
-    if (i === 0 && first !== null && !s.dashed) {
+    if (i === 0 && first !== null && !s.dashed && !c.compare) {
       const g = ctx.createLinearGradient(0, T, 0, T + ph);
       g.addColorStop(0, s.color + "33"); g.addColorStop(1, s.color + "00");
       ctx.fillStyle = g;
+      // One area per stretch without a gap (missing values are bridged, as before).
       ctx.beginPath();
-      let open = false;
-      for (const p of pts) {
+      let open = null;
+      for (let k = 0; k < s.pts.length; k++) {
+        const p = s.pts[k];
         const v = chartValue(c, p, s.key);
+        if (open !== null && gapBefore(s.pts, k)) { ctx.lineTo(open, T + ph); ctx.closePath(); open = null; }
         if (v === null) continue;
-        if (!open) { ctx.moveTo(X(p.t), T + ph); open = true; }
+        if (open === null) ctx.moveTo(X(p.t), T + ph);
         ctx.lineTo(X(p.t), Y(v));
+        open = X(p.t);
       }
-      ctx.lineTo(last[0], T + ph);
-      ctx.closePath();
+      if (open !== null) { ctx.lineTo(open, T + ph); ctx.closePath(); }
       ctx.fill();
     }
   });
-  // Read by the browser tests: how many values this chart drew.
-  c.canvas.dataset.points = String(points);
 
-  // Hover: the nearest sample's values.
+  // Hover: each line's sample nearest the pointer (the lines of a progress chart share
+  // their samples; compared runs each have their own).
   if (c.hoverX != null && c.hoverX >= L) {
     const t = t0 + ((c.hoverX - L) / pw) * (t1 - t0);
-    let best = pts[0];
-    for (const p of pts) if (Math.abs(p.t - t) < Math.abs(best.t - t)) best = p;
-    const x = X(best.t);
+    const shown = lines.filter((s) => s.pts.length);
+    const near = shown.map((s) => s.pts.reduce((a, p) => (Math.abs(p.t - t) < Math.abs(a.t - t) ? p : a)));
+    const ref = near.reduce((a, p) => (Math.abs(p.t - t) < Math.abs(a.t - t) ? p : a));
+    const x = X(ref.t);
     ctx.strokeStyle = "#8b98a9";
     ctx.setLineDash([3, 3]);
     ctx.beginPath(); ctx.moveTo(x, T); ctx.lineTo(x, T + ph); ctx.stroke();
     ctx.setLineDash([]);
-    const lines = [clock(best.t)].concat(c.series.map((s) => s.label + ": " + fmtNum(chartValue(c, best, s.key)) + (c.unit ? " " + c.unit : "")));
+    const text = [clock(ref.t)].concat(shown.map((s, i) => s.label + ": " + fmtNum(chartValue(c, near[i], s.key)) + (c.unit ? " " + c.unit : "")));
     ctx.font = "11px system-ui, sans-serif";
-    const bw = Math.max(...lines.map((l) => ctx.measureText(l).width)) + 14, bh = lines.length * 15 + 8;
+    const bw = Math.max(...text.map((l) => ctx.measureText(l).width)) + 14, bh = text.length * 15 + 8;
     const bx = x + bw + 10 > L + pw ? x - bw - 8 : x + 8;
     ctx.fillStyle = "rgba(13,17,23,.92)";
     ctx.strokeStyle = "#34414f";
@@ -261,20 +342,46 @@ function drawChart(c) {
     ctx.fillStyle = "#d8dee6";
     ctx.textAlign = "left";
     ctx.textBaseline = "top";
-    lines.forEach((l, i) => ctx.fillText(l, bx + 7, T + 9 + i * 15));
+    text.forEach((l, i) => ctx.fillText(l, bx + 7, T + 9 + i * 15));
   }
+  return lines;
 }
 
 function drawCharts() {
   const cur = state.samples[state.samples.length - 1];
   for (const c of CHARTS) {
-    if (cur) {
-      const v = chartValue(c, cur, c.series[0].key);
-      c.valueEl.innerHTML = "";
-      c.valueEl.append(document.createTextNode(fmtNum(v)));
-      if (v !== null && c.unit) c.valueEl.append(el("small", null, c.unit));
-    }
+    c.valueEl.innerHTML = "";
+    const v = cur ? chartValue(c, cur, c.series[0].key) : null;
+    c.valueEl.append(document.createTextNode(fmtNum(v)));
+    if (v !== null && c.unit) c.valueEl.append(el("small", null, c.unit));
     drawChart(c);
+  }
+}
+
+function drawCompare() {
+  if (state.runs.length < 2) return; // hidden
+  for (const c of COMPARE) {
+    const lines = drawChart(c);
+    // Read by the browser tests: how many runs have a line here.
+    c.canvas.dataset.runs = String(lines.filter((s) => s.points > 0).length);
+    // The legend names the runs, each with its color and (for the tests) how many
+    // values its line has and the times of its first and last.
+    const sig = JSON.stringify(lines.map((s) => [s.label, s.color, s.dashed]));
+    if (c.legendEl.dataset.sig !== sig) {
+      c.legendEl.innerHTML = "";
+      for (const s of lines) {
+        const item = legendItem(s.color, s.label);
+        item.dataset.run = s.label;
+        c.legendEl.append(item);
+      }
+      c.legendEl.dataset.sig = sig;
+    }
+    lines.forEach((s, i) => {
+      const d = c.legendEl.children[i].dataset;
+      d.points = String(s.points);
+      d.t0 = s.t0 === null ? "" : String(s.t0);
+      d.t1 = s.t1 === null ? "" : String(s.t1);
+    });
   }
 }
 
@@ -285,10 +392,20 @@ function setConn(ok, text) {
   c.querySelector("span").textContent = text;
 }
 
+// The picked run's polls (stats, models) chain themselves with setTimeout. A run switch
+// clears their timers and starts them afresh; a poll that was in flight then finds the
+// generation changed, and neither uses its answer nor schedules another.
+const timers = {};
+function again(name, f, ms, gen) {
+  if (gen === state.gen) timers[name] = setTimeout(f, ms);
+}
+
 async function pollStats() {
+  const gen = state.gen;
   try {
     const since = state.lastT === null ? "" : "?since=" + state.lastT;
-    const s = await getJSON(API + "/stats" + since);
+    const s = await getJSON(state.prefix + "/stats" + since);
+    if (gen !== state.gen) return;
     state.interval = s.interval_secs || 2;
     state.actionSet = s.action_set;
     for (const p of s.series) state.samples.push(p);
@@ -306,26 +423,278 @@ async function pollStats() {
     renderWorkers();
     setConn(true, "live · " + clock(cur.t));
   } catch (e) {
-    setConn(false, "manager unreachable");
+    if (gen === state.gen) setConn(false, "manager unreachable");
   }
-  setTimeout(pollStats, Math.max(500, Math.min(state.interval, 5) * 1000));
+  again("stats", pollStats, Math.max(500, Math.min(state.interval, 5) * 1000), gen);
 }
 
 async function pollModels() {
+  const gen = state.gen;
   try {
-    const m = await getJSON(API + "/models");
-    state.models = m.models;
-    renderModels();
+    const m = await getJSON(state.prefix + "/models");
+    if (gen === state.gen) {
+      state.models = m.models;
+      renderModels();
+    }
   } catch (e) { /* the stats poll reports connection trouble */ }
-  setTimeout(pollModels, 5000);
+  again("models", pollModels, 5000, gen);
 }
+
+// ---------------------------------------------------------------- runs
+// The run the page opens with: the one ?run= names, else `default` (the one run of a
+// manager without [[runs]]), else the first; and the one it falls back to when the
+// picked run is deleted.
+function initialRun(wanted) {
+  const names = state.runs.map((r) => r.name);
+  if (wanted !== null && names.includes(wanted)) return wanted;
+  return names.includes("default") ? "default" : names[0];
+}
+
+const currentRun = () => state.runs.find((r) => r.name === state.run);
+
+// Show `name` below: figures, progress, workers, live picker and bots are its. `remember`
+// (a pick by the user) writes it into the URL as ?run=, next to ?token= if there is one,
+// so that a reload shows the same run.
+function selectRun(name, remember) {
+  const run = state.runs.find((r) => r.name === name);
+  if (!run) return;
+  const switched = state.run !== null && state.run !== name;
+  state.run = name;
+  state.prefix = run.prefix.replace(/^\//, "");
+  state.actionSet = run.settings.game.action_set;
+  if (remember) {
+    PARAMS.set("run", name);
+    window.history.replaceState(null, "", location.pathname + "?" + PARAMS + location.hash);
+  }
+  // Another run's figures must not stay up while the new one's load.
+  state.gen++;
+  for (const t of Object.values(timers)) clearTimeout(t);
+  state.samples = [];
+  state.lastT = null;
+  state.workers = [];
+  state.models = [];
+  for (const id of ["kpi-model", "kpi-steps", "kpi-exp", "kpi-episodes", "kpi-workers"]) $(id).textContent = "–";
+  // The live match is of a worker of the run shown; picking another run stops it.
+  if (switched && live.worker !== null) watch(null);
+  drawCharts();
+  renderWorkers();
+  renderModels();
+  renderRunPicker();
+  renderRuns();
+  for (const e of document.querySelectorAll(".run-label")) e.textContent = name;
+  $("stats-link").href = state.prefix + "/stats";
+  pollStats();
+  pollModels();
+}
+
+async function pollRuns() {
+  try {
+    const r = await getJSON(API + "/runs");
+    state.runs = r.runs;
+    // With one run the page is that run's, as before runs existed: the picker, the runs
+    // table and the compare charts show from two runs on.
+    document.body.classList.toggle("multi-run", state.runs.length > 1);
+    if (state.runs.length && !currentRun()) selectRun(initialRun(state.run === null ? PARAMS.get("run") : null), false);
+    renderRunPicker();
+    renderRuns();
+    renderSettings();
+    if (!compare.polling) pollCompare();
+    else drawCompare();
+  } catch (e) {
+    // Until a run is picked no other poll runs to say so.
+    if (state.run === null) setConn(false, "manager unreachable");
+  }
+  setTimeout(pollRuns, 3000);
+}
+
+function runStatus(r) {
+  return !r.running ? "stopped" : r.paused ? "paused" : "training";
+}
+
+function renderRunPicker() {
+  const sel = $("run-select");
+  const opts = state.runs.map((r) => [r.name, r.name + (runStatus(r) === "training" ? "" : " (" + runStatus(r) + ")")]);
+  const sig = JSON.stringify(opts);
+  if (sel.dataset.sig !== sig) {
+    sel.innerHTML = "";
+    for (const [v, t] of opts) { const o = el("option", null, t); o.value = v; sel.append(o); }
+    sel.dataset.sig = sig;
+  }
+  if (state.run !== null) sel.value = state.run;
+}
+
+$("run-select").addEventListener("change", (e) => selectRun(e.target.value, true));
+
+// A run's settings as flat keys: `weight`, then each section's (game.task, dqn.lr, ...).
+// `name` is the run's own and `paused` only how it was asked to start: the status
+// column says what it does now.
+function flatSettings(settings) {
+  const out = {};
+  for (const [k, v] of Object.entries(settings || {})) {
+    if (k === "name" || k === "paused") continue;
+    if (v !== null && typeof v === "object" && !Array.isArray(v)) {
+      for (const [k2, v2] of Object.entries(v)) out[k + "." + k2] = v2;
+    } else out[k] = v;
+  }
+  return out;
+}
+
+// Keys whose values are not the same in every run.
+function differing(flats) {
+  const keys = [...new Set(flats.flatMap((f) => Object.keys(f)))];
+  return new Set(keys.filter((k) => new Set(flats.map((f) => JSON.stringify(f[k]))).size > 1));
+}
+
+function fmtSetting(v) {
+  if (v === undefined || v === null) return "–";
+  if (Array.isArray(v)) return v.join(", ");
+  return String(v);
+}
+
+// One row per run: what it is and how far it got. The weight, action set and task cells
+// are marked `diff` when the runs differ in them, as in the settings table.
+function renderRuns() {
+  const tbody = $("runs-table").tBodies[0];
+  const diff = differing(state.runs.map((r) => flatSettings(r.settings)));
+  tbody.innerHTML = "";
+  for (const r of state.runs) {
+    const tr = el("tr", r.name === state.run ? "selected" : "");
+    tr.dataset.run = r.name;
+    const name = el("td", "run-name");
+    const sw = el("i", "swatch");
+    sw.style.background = runColor(r.name).color;
+    name.append(sw, document.createTextNode(r.name));
+    if (r.source === "api") name.append(el("span", "badge", "api"));
+    const status = el("td");
+    status.append(el("span", "state " + runStatus(r), runStatus(r)));
+    const game = r.settings.game || {};
+    const cells = [
+      ["status", status],
+      ["weight", el("td", "num", fmtSetting(r.settings.weight)), "weight"],
+      ["action_set", el("td", null, fmtSetting(game.action_set)), "game.action_set"],
+      ["task", el("td", null, fmtSetting(game.task)), "game.task"],
+      ["workers", el("td", "num", fmtInt(r.workers))],
+      ["train_steps", el("td", "num", fmtInt(r.train_steps))],
+      ["train_steps_per_sec", el("td", "num", fmtNum(r.train_steps_per_sec))],
+      ["model_version", el("td", "num", r.model_version ? "v" + r.model_version : "–")],
+      ["eval_survival", el("td", "num", r.eval_survival === null ? "–" : fmtPct(r.eval_survival) + " %")],
+    ];
+    tr.append(name);
+    for (const [key, td, setting] of cells) {
+      td.dataset.key = key;
+      if (setting && diff.has(setting)) td.classList.add("diff");
+      tr.append(td);
+    }
+    const act = el("td");
+    const b = el("button", "btn" + (r.name === state.run ? " primary" : ""), r.name === state.run ? "Shown" : "Show");
+    b.addEventListener("click", () => { selectRun(r.name, true); $("progress").scrollIntoView(); });
+    act.append(b);
+    tr.append(act);
+    tbody.append(tr);
+  }
+}
+
+// The settings side by side, a column per run, grouped by section. By default only the
+// keys that differ (marked `diff`); "show all settings" lists every key.
+function renderSettings() {
+  const all = $("settings-all").checked;
+  const flats = state.runs.map((r) => flatSettings(r.settings));
+  const diff = differing(flats);
+  const keys = [...new Set(flats.flatMap((f) => Object.keys(f)))].filter((k) => all || diff.has(k));
+  // Rebuilt only when something shown changes (the settings change rarely).
+  const sig = JSON.stringify([state.runs.map((r) => r.name), flats, all]);
+  const table = $("settings-table");
+  if (table.dataset.sig === sig) return;
+  table.dataset.sig = sig;
+  $("settings-hint").textContent = diff.size ? diff.size + " of " + Object.keys(flats[0] || {}).length + " settings differ" : "every setting is the same in all runs";
+  const head = el("tr");
+  head.append(el("th", null, "Setting"));
+  for (const r of state.runs) {
+    const th = el("th", null, r.name);
+    th.dataset.run = r.name;
+    head.append(th);
+  }
+  table.tHead.replaceChildren(head);
+  const tbody = table.tBodies[0];
+  tbody.innerHTML = "";
+  if (!keys.length) {
+    const tr = el("tr", "empty");
+    const td = el("td", null, "The runs' settings are the same; tick “show all settings” to list them.");
+    td.colSpan = state.runs.length + 1;
+    tr.append(td);
+    tbody.append(tr);
+    return;
+  }
+  let section = null;
+  for (const k of keys) {
+    const dot = k.indexOf(".");
+    const sec = dot < 0 ? "run" : k.slice(0, dot);
+    if (sec !== section) {
+      section = sec;
+      const tr = el("tr", "group");
+      const th = el("th", null, sec);
+      th.colSpan = state.runs.length + 1;
+      tr.append(th);
+      tbody.append(tr);
+    }
+    const tr = el("tr", diff.has(k) ? "diff" : "");
+    tr.dataset.key = k;
+    tr.append(el("td", "key", dot < 0 ? k : k.slice(dot + 1)));
+    state.runs.forEach((r, i) => {
+      const td = el("td", "val" + (diff.has(k) ? " diff" : ""), fmtSetting(flats[i][k]));
+      td.dataset.run = r.name;
+      tr.append(td);
+    });
+    tbody.append(tr);
+  }
+}
+
+$("settings-all").addEventListener("change", renderSettings);
+
+// Each run's series for the compare charts, from the manager's history (which keeps it
+// across restarts, so a curve goes back to the run's start). The first request asks for
+// at most COMPARE_POINTS samples, thinned evenly by the manager; later ones only those
+// since the last (a few every poll). When a run's series grows past twice the budget,
+// every other sample is dropped, so drawing stays cheap however long the page is open.
+const COMPARE_POINTS = 600;
+const compare = { series: {}, polling: false }; // series: run name -> { samples, lastT }
+
+async function pollCompare() {
+  compare.polling = true;
+  if (state.runs.length > 1) {
+    const names = state.runs.map((r) => r.name);
+    for (const n of Object.keys(compare.series)) if (!names.includes(n)) delete compare.series[n];
+    await Promise.all(names.map(async (name) => {
+      const c = compare.series[name] || (compare.series[name] = { samples: [], lastT: null });
+      try {
+        const since = c.lastT === null ? "" : "&since=" + c.lastT;
+        const h = await getJSON(API + "/history/" + encodeURIComponent(name) + "?max_points=" + COMPARE_POINTS + since);
+        if (compare.series[name] !== c) return; // the run went away meanwhile
+        for (const p of h.series) c.samples.push(p);
+        if (h.series.length) c.lastT = h.series[h.series.length - 1].t;
+        if (c.samples.length > 2 * COMPARE_POINTS) c.samples = c.samples.filter((_, i) => i % 2 === 0 || i === c.samples.length - 1);
+      } catch (e) { /* a run the history does not know yet; the stats poll reports connection trouble */ }
+    }));
+  }
+  drawCompare();
+  setTimeout(pollCompare, 5000);
+}
+
+// The tables' "nothing yet" rows as index.html has them, to put back when the run
+// shown changes to one without workers or models yet.
+const EMPTY_ROWS = { workers: $("workers-table").tBodies[0].rows[0], models: $("models-table").tBodies[0].rows[0] };
 
 // ---------------------------------------------------------------- workers table
 function renderWorkers() {
   const tbody = $("workers-table").tBodies[0];
   const ws = state.workers;
-  if (!ws.length) return; // keep the "no worker yet" hint
   tbody.innerHTML = "";
+  if (!ws.length) {
+    const hint = EMPTY_ROWS.workers.cloneNode(true);
+    // With several runs, the command names the run shown.
+    if (state.runs.length > 1) hint.querySelector(".worker-cmd").textContent = "shine-worker run --manager URL --token TOKEN --run " + state.run;
+    tbody.append(hint);
+  }
   for (const w of ws) {
     const tr = el("tr", w.state === "gone" ? "gone" : "");
     tr.dataset.workerId = w.worker_id;
@@ -369,14 +738,21 @@ function renderWorkers() {
 }
 
 // ---------------------------------------------------------------- bots table
+// As the manager names the file (its Content-Disposition): with the run's name unless
+// it is the run default.
 function modelFile(v) {
-  return "shine-" + state.actionSet + "-v" + v + ".safetensors";
+  return "shine-" + (state.run === "default" ? "" : state.run + "-") + state.actionSet + "-v" + v + ".safetensors";
 }
 
 function renderModels() {
   const tbody = $("models-table").tBodies[0];
-  if (!state.models.length) return;
   tbody.innerHTML = "";
+  if (!state.models.length) {
+    tbody.append(EMPTY_ROWS.models.cloneNode(true));
+    $("play-cmd").textContent = "shine-worker play --model FILE";
+    $("eval-cmd").textContent = "shine-worker eval --model FILE --episodes 200 --cpu-level 9";
+    return;
+  }
   // The best by evaluation survival, ranked as the registry ranks it (the Wilson 95 %
   // lower bound, so one lucky episode does not beat a hundred good ones).
   const wilson = (m) => {
@@ -685,8 +1061,10 @@ function renderLivePanel() {
 
 // ---------------------------------------------------------------- start
 buildCharts();
+drawCharts();
 drawStage();
-pollStats();
-pollModels();
+// The runs first: they say which run to show and where its routes are (a manager whose
+// [[runs]] name no `default` has no /api/v1/stats); picking one starts its polls.
+pollRuns();
 requestAnimationFrame(tick);
-window.addEventListener("resize", () => { drawCharts(); drawStage(); });
+window.addEventListener("resize", () => { drawCharts(); drawCompare(); drawStage(); });
