@@ -3,8 +3,9 @@
 //! shape: [`DqnConfig`] (documented hyper-parameters), [`DuelingDqn`] (the model),
 //! [`Learner::train_step`] (TD target, Huber loss, clipping, optimizer, target sync).
 //!
-//! Var-store paths are the PyTorch attribute names of [`crate::model::TENSORS`], so
-//! `vs.variables()` keys are exactly the `state_dict` keys of the model file.
+//! The parameters live in one flat buffer ([`DuelingDqn`]); by name (the PyTorch
+//! attribute names of [`crate::model::TENSORS`], the `state_dict` keys of the model file
+//! and of checkpoints) they are views of it.
 //!
 //! The train step never waits for the device: it reads nothing back to the host (no
 //! `f64::try_from`, no `.item()`), so on CUDA the whole step is queued kernels and the
@@ -19,32 +20,62 @@ use crate::model::{self, ModelMeta, TENSORS};
 use crate::state::STATE_DIM;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
-use tch::{nn, nn::Module, Device, Kind, Reduction, Tensor};
+use tch::{nn::Module, Device, Kind, Reduction, Tensor};
 use thiserror::Error;
 
 /// The paper's network: 27 -> 128 -> (value 512 -> 1, advantage 512 -> A).
+///
+/// Every parameter lives in one flat buffer, laid out so that
+/// the two streams' hidden layers sit side by side ([`LAYOUT`]): their two 512-wide
+/// products are one 1024-wide product, and the optimizer, the gradient clipping and the
+/// target copy are each a few ops on one tensor instead of a loop over ten. The
+/// parameters by name ([`DuelingDqn::param`], the model file, checkpoints) are views of
+/// it, under the PyTorch names of [`crate::model::TENSORS`].
 #[derive(Debug)]
 pub struct DuelingDqn {
-    pub vs: nn::VarStore,
-    shared: nn::Linear,
-    value_hidden: nn::Linear,
-    value: nn::Linear,
-    advantage_hidden: nn::Linear,
-    advantage: nn::Linear,
+    /// Every parameter, end to end in [`LAYOUT`] order; never tracked by autograd.
+    flat: Tensor,
+    /// The autograd leaves the forward uses, each a view of `flat`'s storage (so an
+    /// update of `flat` is an update of them), one per [`LEAVES`] entry: the two
+    /// streams' hidden layers are one leaf each for weights and biases.
+    leaves: Vec<Tensor>,
     actions: usize,
+    /// Element offset of each tensor of [`TENSORS`] in `flat`, and its shape.
+    offsets: [i64; 10],
+    shapes: [Vec<i64>; 10],
 }
 
+/// The leaves, as the [`TENSORS`] (by index) each covers, in storage order.
+const LEAVES: [&[usize]; 8] = [&[0], &[1], &[2, 6], &[3, 7], &[4], &[5], &[8], &[9]];
+
+/// Storage order of the [`TENSORS`] (by index): the value and advantage hidden layers'
+/// weights adjacent, then their biases adjacent, so each pair is one `[1024, 128]`
+/// weight and one `[1024]` bias.
+pub const LAYOUT: [usize; 10] = [0, 1, 2, 6, 3, 7, 4, 5, 8, 9];
+
 impl DuelingDqn {
+    /// Fresh weights: PyTorch's `nn.Linear` initialisation, uniform in
+    /// `±1/sqrt(fan_in)` for weights and biases alike.
     pub fn new(device: Device, actions: usize) -> Self {
-        let vs = nn::VarStore::new(device);
-        let root = vs.root();
-        let lin = |name: &str, i, o| nn::linear(&root / name, i, o, Default::default());
-        let shared = lin("shared", STATE_DIM as i64, model::SHARED as i64);
-        let value_hidden = lin("value_hidden", model::SHARED as i64, model::STREAM as i64);
-        let value = lin("value", model::STREAM as i64, 1);
-        let advantage_hidden = lin("advantage_hidden", model::SHARED as i64, model::STREAM as i64);
-        let advantage = lin("advantage", model::STREAM as i64, actions as i64);
-        DuelingDqn { vs, shared, value_hidden, value, advantage_hidden, advantage, actions }
+        let shapes: [Vec<i64>; 10] = ModelMeta::new("", actions).shapes().map(|s| s.iter().map(|&d| d as i64).collect());
+        let mut offsets = [0i64; 10];
+        let mut at = 0i64;
+        for &i in &LAYOUT {
+            offsets[i] = at;
+            at += shapes[i].iter().product::<i64>();
+        }
+        let flat = Tensor::zeros([at], (Kind::Float, device));
+        let mut net = DuelingDqn { flat, leaves: Vec::new(), actions, offsets, shapes };
+        net.set_trainable(false);
+        tch::no_grad(|| {
+            for (i, shape) in net.shapes.iter().enumerate() {
+                // The weight's fan-in, for the bias too (PyTorch's choice).
+                let fan_in = if i % 2 == 0 { shape[1] } else { net.shapes[i - 1][1] };
+                let bound = 1.0 / (fan_in as f64).sqrt();
+                let _ = net.param(i).uniform_(-bound, bound);
+            }
+        });
+        net
     }
 
     pub fn actions(&self) -> usize {
@@ -52,16 +83,65 @@ impl DuelingDqn {
     }
 
     pub fn device(&self) -> Device {
-        self.vs.device()
+        self.flat.device()
+    }
+
+    /// Tensor `i` of [`TENSORS`]: a view of the flat buffer (writes to it are writes to
+    /// the network).
+    pub fn param(&self, i: usize) -> Tensor {
+        self.view_of(&self.flat, i)
+    }
+
+    /// Tensors `i` and `j` of [`TENSORS`], stored adjacent, as one tensor stacked on
+    /// the first dimension.
+    fn pair(&self, i: usize, j: usize) -> Tensor {
+        debug_assert_eq!(self.offsets[j], self.offsets[i] + self.shapes[i].iter().product::<i64>());
+        let mut shape = self.shapes[i].clone();
+        shape[0] += self.shapes[j][0];
+        self.flat.narrow(0, self.offsets[i], shape.iter().product()).view(shape.as_slice())
+    }
+
+    /// Tensor `i` of [`TENSORS`] in another buffer laid out as this network's (an
+    /// optimizer slot).
+    fn view_of(&self, flat: &Tensor, i: usize) -> Tensor {
+        let n: i64 = self.shapes[i].iter().product();
+        flat.narrow(0, self.offsets[i], n).view(self.shapes[i].as_slice())
+    }
+
+    /// Make the leaves afresh over `flat`'s storage, tracked by autograd or not (a
+    /// target network).
+    fn set_trainable(&mut self, on: bool) {
+        self.leaves = LEAVES
+            .iter()
+            .map(|covers| {
+                let view = match covers {
+                    [i] => self.param(*i),
+                    [i, j] => self.pair(*i, *j),
+                    _ => unreachable!("a leaf covers one tensor or an adjacent pair"),
+                };
+                // detach: a new leaf sharing the storage.
+                view.detach().set_requires_grad(on)
+            })
+            .collect();
+    }
+
+    /// The leaves' gradients, end to end: laid out as `flat`.
+    fn flat_grad(&self) -> Tensor {
+        let grads: Vec<Tensor> = self.leaves.iter().map(|l| l.grad().view([-1])).collect();
+        Tensor::cat(&grads, 0)
+    }
+
+    fn zero_grad(&mut self) {
+        for l in self.leaves.iter_mut() {
+            l.zero_grad();
+        }
     }
 
     /// Weights in [`TENSORS`] order as host vectors (for the model file).
     pub fn weights(&self) -> Vec<Vec<f32>> {
-        let vars = self.vs.variables();
-        TENSORS
-            .iter()
-            .map(|name| {
-                let t = vars[*name].to_device(Device::Cpu).to_kind(Kind::Float).contiguous().view([-1]);
+        (0..TENSORS.len())
+            .map(|i| {
+                let t = self.param(i).detach().to_device(Device::Cpu).to_kind(Kind::Float).contiguous().view([-1]);
                 Vec::<f32>::try_from(&t).expect("f32 weights")
             })
             .collect()
@@ -69,13 +149,10 @@ impl DuelingDqn {
 
     /// Overwrite the weights (in [`TENSORS`] order, shapes as [`ModelMeta::shapes`]).
     pub fn set_weights(&mut self, weights: &[Vec<f32>]) {
-        let mut vars = self.vs.variables();
-        let shapes = ModelMeta::new("", self.actions).shapes();
         tch::no_grad(|| {
-            for ((name, w), shape) in TENSORS.iter().zip(weights).zip(shapes.iter()) {
-                let shape: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
-                let src = Tensor::from_slice(w).view(shape.as_slice()).to_device(self.device());
-                vars.get_mut(*name).expect("var-store holds every tensor").copy_(&src);
+            for (i, w) in weights.iter().enumerate().take(TENSORS.len()) {
+                let src = Tensor::from_slice(w).view(self.shapes[i].as_slice()).to_device(self.device());
+                self.param(i).copy_(&src);
             }
         });
     }
@@ -88,9 +165,13 @@ impl DuelingDqn {
 
 impl Module for DuelingDqn {
     fn forward(&self, x: &Tensor) -> Tensor {
-        let h = x.apply(&self.shared).relu();
-        let v = h.apply(&self.value_hidden).relu().apply(&self.value);
-        let a = h.apply(&self.advantage_hidden).relu().apply(&self.advantage);
+        let l = &self.leaves;
+        let h = x.linear(&l[0], Some(&l[1])).relu();
+        // Both streams' hidden layers in one product: [B, 1024], value half first.
+        let both = h.linear(&l[2], Some(&l[3])).relu();
+        let stream = model::STREAM as i64;
+        let v = both.narrow(1, 0, stream).linear(&l[4], Some(&l[5]));
+        let a = both.narrow(1, stream, stream).linear(&l[6], Some(&l[7]));
         // Q = V + A - mean(A): the mean keeps V and A identifiable (Wang et al.).
         v + &a - a.mean_dim(1, true, Kind::Float)
     }
@@ -214,14 +295,14 @@ impl DqnConfig {
 }
 
 // ---------------------------------------------------------------------------------
-// Optimizers: state is plain tensors, one per parameter per slot, in TENSORS order.
+// Optimizers: state is plain tensors, one flat buffer per slot beside the parameters'.
 // ---------------------------------------------------------------------------------
 
 struct Optimizer {
     kind: OptimizerKind,
-    /// `slots[k][i]`: slot k of parameter `TENSORS[i]` (RMSProp: square_avg; Adam:
-    /// exp_avg, exp_avg_sq: PyTorch's names).
-    slots: Vec<Vec<Tensor>>,
+    /// `slots[k]`: slot k for every parameter, laid out as the network's flat buffer
+    /// (RMSProp: square_avg; Adam: exp_avg, exp_avg_sq: PyTorch's names).
+    slots: Vec<Tensor>,
     /// Updates applied (Adam's bias correction needs it; a host counter, no sync).
     steps: u64,
 }
@@ -234,39 +315,35 @@ impl Optimizer {
         }
     }
 
-    fn new(kind: OptimizerKind, params: &[Tensor]) -> Self {
-        let slots = Self::slot_names(kind).iter().map(|_| params.iter().map(Tensor::zeros_like).collect()).collect();
+    fn new(kind: OptimizerKind, flat: &Tensor) -> Self {
+        let slots = Self::slot_names(kind).iter().map(|_| flat.zeros_like()).collect();
         Optimizer { kind, slots, steps: 0 }
     }
 
-    /// One update of every parameter from its `.grad()`. Call under `no_grad`.
-    fn step(&mut self, cfg: &DqnConfig, params: &[Tensor]) {
+    /// One update of the flat parameter buffer `p` from its `.grad()`. Call under
+    /// `no_grad`. Element by element, so one pass over the buffer is the update of
+    /// every parameter.
+    fn step(&mut self, cfg: &DqnConfig, p: &Tensor, g: &Tensor) {
         self.steps += 1;
         match self.kind {
             OptimizerKind::Rmsprop => {
                 // square_avg = alpha * square_avg + (1 - alpha) * g^2
                 // p -= lr * g / (sqrt(square_avg) + eps)
                 let a = cfg.rmsprop_alpha;
-                for (p, sq) in params.iter().zip(self.slots[0].iter_mut()) {
-                    let g = p.grad();
-                    let _ = sq.g_mul_scalar_(a).g_add_(&(g.square() * (1.0 - a)));
-                    let update = g / (sq.sqrt() + cfg.eps) * cfg.lr;
-                    let _ = p.shallow_clone().g_sub_(&update);
-                }
+                let sq = &mut self.slots[0];
+                let _ = sq.g_mul_scalar_(a).addcmul_(g, &g.g_mul_scalar(1.0 - a));
+                let _ = p.shallow_clone().addcdiv_(&g.g_mul_scalar(-cfg.lr), &(sq.sqrt() + cfg.eps));
             }
             OptimizerKind::Adam => {
                 let (b1, b2) = cfg.adam_betas;
                 let t = self.steps as i32;
                 let (bc1, bc2) = (1.0 - b1.powi(t), 1.0 - b2.powi(t));
                 let (m, v) = self.slots.split_at_mut(1);
-                for ((p, m), v) in params.iter().zip(m[0].iter_mut()).zip(v[0].iter_mut()) {
-                    let g = p.grad();
-                    let _ = m.g_mul_scalar_(b1).g_add_(&(&g * (1.0 - b1)));
-                    let _ = v.g_mul_scalar_(b2).g_add_(&(g.square() * (1.0 - b2)));
-                    let denom = v.sqrt() / bc2.sqrt() + cfg.eps;
-                    let update = &*m / denom * (cfg.lr / bc1);
-                    let _ = p.shallow_clone().g_sub_(&update);
-                }
+                let (m, v) = (&mut m[0], &mut v[0]);
+                let _ = m.g_mul_scalar_(b1).g_add_(&(g * (1.0 - b1)));
+                let _ = v.g_mul_scalar_(b2).addcmul_(g, &g.g_mul_scalar(1.0 - b2));
+                let denom = v.sqrt() / bc2.sqrt() + cfg.eps;
+                let _ = p.shallow_clone().addcdiv_(&m.g_mul_scalar(-cfg.lr / bc1), &denom);
             }
         }
     }
@@ -291,10 +368,9 @@ pub struct TrainOutput {
 pub struct Learner {
     pub online: DuelingDqn,
     pub target: DuelingDqn,
-    /// The online net's parameters in [`TENSORS`] order (handles sharing storage with
-    /// the var-store, so in-place updates are the model's updates).
-    params: Vec<Tensor>,
     optimizer: Optimizer,
+    /// The last step's gradients after clipping, laid out as the parameters.
+    last_grad: Tensor,
     /// Train steps taken, over the whole run (restored from checkpoints).
     pub step: u64,
     cfg: DqnConfig,
@@ -308,16 +384,14 @@ impl Learner {
         if actions == 0 {
             return Err(DqnError::Config("the action set is empty".into()));
         }
-        let online = DuelingDqn::new(device, actions);
-        let mut target = DuelingDqn::new(device, actions);
-        target.vs.copy(&online.vs).map_err(|e| DqnError::State { name: "target".into(), problem: e.to_string() })?;
+        let mut online = DuelingDqn::new(device, actions);
+        online.set_trainable(true);
         // The target is never trained: no autograd bookkeeping for it.
-        target.vs.freeze();
-        let vars = online.vs.variables();
-        let params: Vec<Tensor> = TENSORS.iter().map(|n| vars[*n].shallow_clone()).collect();
-        let optimizer = Optimizer::new(cfg.optimizer, &params);
+        let mut target = DuelingDqn::new(device, actions);
+        tch::no_grad(|| target.flat.copy_(&online.flat));
+        let optimizer = Optimizer::new(cfg.optimizer, &online.flat);
         let gamma_n = cfg.gamma.powi(cfg.n_step as i32);
-        Ok(Learner { online, target, params, optimizer, step: 0, cfg: cfg.clone(), gamma_n })
+        Ok(Learner { last_grad: online.flat.zeros_like(), online, target, optimizer, step: 0, cfg: cfg.clone(), gamma_n })
     }
 
     pub fn config(&self) -> &DqnConfig {
@@ -347,39 +421,41 @@ impl Learner {
         //  - gamma^n: with n-step returns the reward column already holds the discounted
         //    sum r_t + gamma r_{t+1} + ... + gamma^{n-1} r_{t+n-1} and next_state is
         //    s_{t+n}, so the bootstrap is discounted n times.
+        // Double DQN's online forward over the next states runs apart, without
+        // autograd. (One forward over states and next states together was measured
+        // slower on the CPU: the backward then runs over both halves.)
+        let q_all = self.online.forward(&states);
+        let next_q_online = self.cfg.double_dqn.then(|| tch::no_grad(|| self.online.forward(&next_states)));
         let td_target = tch::no_grad(|| {
             let next_q_target = self.target.forward(&next_states);
-            let next_q = if self.cfg.double_dqn {
+            let next_q = match &next_q_online {
                 // Double DQN: the online net chooses, the target net evaluates.
-                let best = self.online.forward(&next_states).argmax(1, true);
-                next_q_target.gather(1, &best, false).squeeze_dim(1)
-            } else {
-                next_q_target.max_dim(1, false).0
+                Some(online) => next_q_target.gather(1, &online.argmax(1, true), false).squeeze_dim(1),
+                None => next_q_target.max_dim(1, false).0,
             };
             &rewards + (1.0 - &terminal) * next_q * self.gamma_n
         });
 
-        let q_taken = self.online.forward(&states).gather(1, &actions, false).squeeze_dim(1);
+        let q_taken = q_all.gather(1, &actions, false).squeeze_dim(1);
         let loss = q_taken.huber_loss(&td_target, Reduction::Mean, self.cfg.huber_delta);
 
-        for p in self.params.iter_mut() {
-            p.zero_grad();
-        }
+        self.online.zero_grad();
         loss.backward();
 
         let grad_norm = tch::no_grad(|| {
+            // The gradients in one buffer laid out as the parameters: the norm, the
+            // clipping and the optimizer are a few ops each, not a loop over tensors.
+            let mut grad = self.online.flat_grad();
             // Global L2 norm over all gradients, on the device: no host round trip.
-            let norms: Vec<Tensor> = self.params.iter().map(|p| p.grad().norm()).collect();
-            let total = Tensor::stack(&norms, 0).norm();
+            let total = grad.norm();
             if self.cfg.max_grad_norm > 0.0 {
                 // clip_coef <= 1 always: multiplying by it is a no-op when under the
                 // limit, so no branch on the (device-resident) norm is needed.
                 let clip_coef = ((&total + 1e-6).reciprocal() * self.cfg.max_grad_norm).clamp_max(1.0);
-                for p in &self.params {
-                    let _ = p.grad().g_mul_(&clip_coef);
-                }
+                let _ = grad.g_mul_(&clip_coef);
             }
-            self.optimizer.step(&self.cfg, &self.params);
+            self.optimizer.step(&self.cfg, &self.online.flat, &grad);
+            self.last_grad = grad;
             total
         });
 
@@ -392,7 +468,7 @@ impl Learner {
 
     /// Copy the online weights into the target net.
     pub fn sync_target(&mut self) {
-        self.target.vs.copy(&self.online.vs).expect("online and target hold the same variable names");
+        tch::no_grad(|| self.target.flat.copy_(&self.online.flat));
     }
 
     /// The model file of the online net.
@@ -410,15 +486,14 @@ impl Learner {
     pub fn state_tensors(&self) -> Vec<(String, Tensor)> {
         let mut out = Vec::new();
         for (prefix, net) in [("online", &self.online), ("target", &self.target)] {
-            let vars = net.vs.variables();
-            for name in TENSORS {
-                out.push((format!("{prefix}.{name}"), vars[name].detach()));
+            for (i, name) in TENSORS.iter().enumerate() {
+                out.push((format!("{prefix}.{name}"), net.param(i).detach()));
             }
         }
         let kind = self.optimizer_kind_name();
-        for (slot, tensors) in Optimizer::slot_names(self.optimizer.kind).iter().zip(&self.optimizer.slots) {
-            for (name, t) in TENSORS.iter().zip(tensors) {
-                out.push((format!("optim.{kind}.{slot}.{name}"), t.shallow_clone()));
+        for (slot, flat) in Optimizer::slot_names(self.optimizer.kind).iter().zip(&self.optimizer.slots) {
+            for (i, name) in TENSORS.iter().enumerate() {
+                out.push((format!("optim.{kind}.{slot}.{name}"), self.online.view_of(flat, i)));
             }
         }
         out
@@ -451,16 +526,19 @@ impl Learner {
         // Check everything before changing anything.
         let mut weights = Vec::new();
         for (prefix, net) in [("online", &self.online), ("target", &self.target)] {
-            let vars = net.vs.variables();
-            for name in TENSORS {
-                weights.push((vars[name].shallow_clone(), fetch(&format!("{prefix}.{name}"), &vars[name])?));
+            for (i, name) in TENSORS.iter().enumerate() {
+                let dst = net.param(i);
+                let src = fetch(&format!("{prefix}.{name}"), &dst)?;
+                weights.push((dst, src));
             }
         }
         let kind = self.optimizer_kind_name();
         let mut slots = Vec::new();
-        for (slot, tensors) in Optimizer::slot_names(self.optimizer.kind).iter().zip(&self.optimizer.slots) {
-            for (name, t) in TENSORS.iter().zip(tensors) {
-                slots.push((t.shallow_clone(), fetch(&format!("optim.{kind}.{slot}.{name}"), t)));
+        for (slot, flat) in Optimizer::slot_names(self.optimizer.kind).iter().zip(&self.optimizer.slots) {
+            for (i, name) in TENSORS.iter().enumerate() {
+                let dst = self.online.view_of(flat, i);
+                let src = fetch(&format!("optim.{kind}.{slot}.{name}"), &dst);
+                slots.push((dst, src));
             }
         }
         let optimizer_ok = slots.iter().all(|(_, r)| r.is_ok());
@@ -493,16 +571,23 @@ mod tests {
     fn tch_forward_runs_on_the_cpu_and_has_the_dueling_shape() {
         let net = DuelingDqn::new(Device::Cpu, 5);
         let x = Tensor::rand([8, STATE_DIM as i64], (Kind::Float, Device::Cpu));
-        let q = net.forward(&x);
-        assert_eq!(q.size(), vec![8, 5]);
-        let names: Vec<String> = {
-            let mut v: Vec<_> = net.vs.variables().into_keys().collect();
-            v.sort();
-            v
-        };
-        let mut want: Vec<String> = TENSORS.iter().map(|s| s.to_string()).collect();
-        want.sort();
-        assert_eq!(names, want, "var-store names are the state_dict names");
+        assert_eq!(net.forward(&x).size(), vec![8, 5]);
+        // Every named parameter has the model file's shape, and together they are the
+        // whole flat buffer, each element once.
+        let shapes = ModelMeta::new("", 5).shapes();
+        let mut total = 0;
+        for (i, shape) in shapes.iter().enumerate() {
+            let want: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
+            assert_eq!(net.param(i).size(), want, "{}", TENSORS[i]);
+            total += want.iter().product::<i64>();
+        }
+        assert_eq!(net.flat.size(), vec![total]);
+        let marks = net.flat.zeros_like();
+        for i in 0..TENSORS.len() {
+            let _ = net.view_of(&marks, i).g_add_scalar_(1.0);
+        }
+        assert_eq!(f32::try_from(marks.min()).unwrap(), 1.0, "no element left out");
+        assert_eq!(f32::try_from(marks.max()).unwrap(), 1.0, "no element shared");
     }
 
     #[test]
@@ -638,7 +723,7 @@ mod tests {
         let before = scalar(&out.grad_norm);
         assert!(before > 1e-2, "the test needs a gradient larger than the limit, got {before}");
         // The gradients left on the parameters are the clipped ones.
-        let after: f32 = l.params.iter().map(|p| scalar(&p.grad().square().sum(Kind::Float))).sum::<f32>().sqrt();
+        let after = scalar(&l.last_grad.norm());
         assert!((after - 1e-3).abs() < 1e-5, "norm after clipping {after}");
     }
 
@@ -658,6 +743,7 @@ mod tests {
 
     #[test]
     fn our_optimizers_match_libtorchs() {
+        use tch::nn;
         use tch::nn::OptimizerConfig;
         for kind in [OptimizerKind::Rmsprop, OptimizerKind::Adam] {
             let cfg = DqnConfig { optimizer: kind, lr: 0.01, ..Default::default() };
@@ -674,12 +760,12 @@ mod tests {
                 OptimizerKind::Adam => nn::Adam::default().build(&vs_ref, 0.01).unwrap(),
             };
             let (_vs, mut p) = make();
-            let mut ours = Optimizer::new(kind, std::slice::from_ref(&p));
+            let mut ours = Optimizer::new(kind, &p);
             for _ in 0..10 {
                 reference.backward_step(&loss(&p_ref));
                 p.zero_grad();
                 loss(&p).backward();
-                tch::no_grad(|| ours.step(&cfg, std::slice::from_ref(&p)));
+                tch::no_grad(|| ours.step(&cfg, &p, &p.grad()));
             }
             let (a, b) = (Vec::<f32>::try_from(&p).unwrap(), Vec::<f32>::try_from(&p_ref).unwrap());
             for (x, y) in a.iter().zip(&b) {
@@ -723,6 +809,121 @@ mod tests {
 
     fn saved_online(saved: &HashMap<String, Tensor>) -> Vec<Vec<f32>> {
         TENSORS.iter().map(|n| Vec::<f32>::try_from(&saved[&format!("online.{n}")].view([-1])).unwrap()).collect()
+    }
+
+    /// The train step as it was before the flat buffer (the 2026-11 code): ten
+    /// separate parameters, the two streams as two products, three forwards, and the
+    /// clipping and the optimizer as loops over the ten tensors. The lean step must
+    /// compute the same thing.
+    struct Reference {
+        online: Vec<Tensor>,
+        target: Vec<Tensor>,
+        slots: Vec<Vec<Tensor>>,
+        steps: u64,
+        cfg: DqnConfig,
+    }
+
+    impl Reference {
+        fn new(cfg: &DqnConfig, from: &Learner) -> Reference {
+            let take = |net: &DuelingDqn, grad: bool| (0..TENSORS.len()).map(|i| net.param(i).detach().copy().set_requires_grad(grad)).collect::<Vec<_>>();
+            let online = take(&from.online, true);
+            let slots = Optimizer::slot_names(cfg.optimizer).iter().map(|_| online.iter().map(Tensor::zeros_like).collect()).collect();
+            Reference { target: take(&from.target, false), online, slots, steps: 0, cfg: cfg.clone() }
+        }
+
+        fn forward(p: &[Tensor], x: &Tensor) -> Tensor {
+            let h = x.linear(&p[0], Some(&p[1])).relu();
+            let v = h.linear(&p[2], Some(&p[3])).relu().linear(&p[4], Some(&p[5]));
+            let a = h.linear(&p[6], Some(&p[7])).relu().linear(&p[8], Some(&p[9]));
+            v + &a - a.mean_dim(1, true, Kind::Float)
+        }
+
+        fn step(&mut self, batch: &Tensor) -> f32 {
+            let cfg = self.cfg.clone();
+            let states = batch.narrow(1, col::STATE as i64, STATE_DIM as i64);
+            let actions = batch.narrow(1, col::ACTION as i64, 1).to_kind(Kind::Int64);
+            let rewards = batch.select(1, col::REWARD as i64);
+            let next_states = batch.narrow(1, col::NEXT_STATE as i64, STATE_DIM as i64);
+            let terminal = batch.select(1, col::TERMINAL as i64);
+            let td_target = tch::no_grad(|| {
+                let next_q_target = Self::forward(&self.target, &next_states);
+                let next_q = if cfg.double_dqn {
+                    let best = Self::forward(&self.online, &next_states).argmax(1, true);
+                    next_q_target.gather(1, &best, false).squeeze_dim(1)
+                } else {
+                    next_q_target.max_dim(1, false).0
+                };
+                &rewards + (1.0 - &terminal) * next_q * cfg.gamma.powi(cfg.n_step as i32)
+            });
+            let q_taken = Self::forward(&self.online, &states).gather(1, &actions, false).squeeze_dim(1);
+            let loss = q_taken.huber_loss(&td_target, Reduction::Mean, cfg.huber_delta);
+            for p in self.online.iter_mut() {
+                p.zero_grad();
+            }
+            loss.backward();
+            self.steps += 1;
+            tch::no_grad(|| {
+                let norms: Vec<Tensor> = self.online.iter().map(|p| p.grad().norm()).collect();
+                let total = Tensor::stack(&norms, 0).norm();
+                let clip = ((&total + 1e-6).reciprocal() * cfg.max_grad_norm).clamp_max(1.0);
+                for p in &self.online {
+                    let _ = p.grad().g_mul_(&clip);
+                }
+                match cfg.optimizer {
+                    OptimizerKind::Rmsprop => {
+                        let a = cfg.rmsprop_alpha;
+                        for (p, sq) in self.online.iter().zip(self.slots[0].iter_mut()) {
+                            let g = p.grad();
+                            let _ = sq.g_mul_scalar_(a).g_add_(&(g.square() * (1.0 - a)));
+                            let _ = p.shallow_clone().g_sub_(&(g / (sq.sqrt() + cfg.eps) * cfg.lr));
+                        }
+                    }
+                    OptimizerKind::Adam => {
+                        let (b1, b2) = cfg.adam_betas;
+                        let t = self.steps as i32;
+                        let (bc1, bc2) = (1.0 - b1.powi(t), 1.0 - b2.powi(t));
+                        let (m, v) = self.slots.split_at_mut(1);
+                        for ((p, m), v) in self.online.iter().zip(m[0].iter_mut()).zip(v[0].iter_mut()) {
+                            let g = p.grad();
+                            let _ = m.g_mul_scalar_(b1).g_add_(&(&g * (1.0 - b1)));
+                            let _ = v.g_mul_scalar_(b2).g_add_(&(g.square() * (1.0 - b2)));
+                            let _ = p.shallow_clone().g_sub_(&(&*m / (v.sqrt() / bc2.sqrt() + cfg.eps) * (cfg.lr / bc1)));
+                        }
+                    }
+                }
+                if self.steps.is_multiple_of(cfg.target_sync_every) {
+                    for (t, p) in self.target.iter_mut().zip(&self.online) {
+                        t.copy_(p);
+                    }
+                }
+            });
+            scalar(&loss)
+        }
+    }
+
+    #[test]
+    fn the_lean_step_computes_what_the_step_before_it_did() {
+        for (optimizer, double_dqn) in [(OptimizerKind::Rmsprop, true), (OptimizerKind::Adam, true), (OptimizerKind::Rmsprop, false)] {
+            tch::manual_seed(8);
+            // Clipping active in some steps (a small limit), a target sync on the way.
+            let cfg = DqnConfig { optimizer, double_dqn, lr: 1e-3, max_grad_norm: 0.5, target_sync_every: 7, n_step: 3, ..Default::default() };
+            let mut lean = Learner::new(&cfg, 9, Device::Cpu).unwrap();
+            // Online and target differ from the start, so the target's part shows.
+            lean.target.set_weights(&DuelingDqn::new(Device::Cpu, 9).weights());
+            let mut reference = Reference::new(&cfg, &lean);
+            for step in 0..20 {
+                // A few fixed batches in turn (terminal rows among them).
+                let b = batch(32, 9, if step % 3 == 0 { 1.0 } else { 0.0 });
+                let (want, got) = (reference.step(&b), scalar(&lean.train_step(&b).loss));
+                assert!((want - got).abs() <= 1e-5 * want.abs().max(1.0), "{optimizer:?}, double {double_dqn}, step {step}: loss {got}, before {want}");
+            }
+            for (name, net, ref_params) in [("online", &lean.online, &reference.online), ("target", &lean.target, &reference.target)] {
+                for (i, p) in ref_params.iter().enumerate() {
+                    let worst = f32::try_from((net.param(i).detach() - p.detach()).abs().max()).unwrap();
+                    assert!(worst < 1e-5, "{optimizer:?}, double {double_dqn}: {name}.{} differs by {worst} after 20 steps", TENSORS[i]);
+                }
+            }
+        }
     }
 
     #[test]
