@@ -100,16 +100,8 @@ impl EpisodeLog {
     }
     pub fn add(&mut self, e: EpisodeReport) {
         self.total += 1;
-        let q = if e.eval {
-            self.eval_total += 1;
-            &mut self.eval
-        } else {
-            &mut self.train
-        };
-        if q.len() == self.cap {
-            q.pop_front();
-        }
-        q.push_back(e);
+        self.eval_total += e.eval as u64;
+        self.preload(e);
     }
     /// Put an episode of an earlier life (the history) into the windows, without
     /// counting it in this process's totals.

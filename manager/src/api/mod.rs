@@ -83,6 +83,16 @@ pub fn app(state: AppState) -> Router {
         .with_state(state)
 }
 
+/// Where a run's routes live: `/api/v1` for `default` (the routes from before runs),
+/// `/api/v1/runs/{run}` for the others.
+pub fn run_prefix(run: &str) -> String {
+    if run == DEFAULT_RUN {
+        "/api/v1".into()
+    } else {
+        format!("/api/v1/runs/{run}")
+    }
+}
+
 /// The run named by the request's path (`/runs/{run}/...`), if it names one.
 pub struct RunName(pub Option<String>);
 

@@ -3,7 +3,7 @@
 //! that tag is answered `304` without a body, so workers polling for a new model cost
 //! nothing).
 
-use super::{Reader, RunRef};
+use super::{run_prefix, Reader, RunRef};
 use crate::config::DEFAULT_RUN;
 use crate::error::{ApiError, ApiResult};
 use crate::registry::ModelEntry;
@@ -35,16 +35,6 @@ struct ModelView {
 struct ModelList {
     latest: Option<u64>,
     models: Vec<ModelView>,
-}
-
-/// Where a run's routes live: `/api/v1` for `default` (the routes from before runs),
-/// `/api/v1/runs/{run}` for the others.
-pub fn run_prefix(run: &str) -> String {
-    if run == DEFAULT_RUN {
-        "/api/v1".into()
-    } else {
-        format!("/api/v1/runs/{run}")
-    }
 }
 
 async fn list(_: Reader, RunRef(s): RunRef) -> Json<ModelList> {

@@ -55,7 +55,7 @@ fn view(s: &AppState, run: &Run) -> RunView {
         paused: t.paused,
         running: t.running,
         settings: run.settings.clone(),
-        prefix: super::models::run_prefix(&run.name),
+        prefix: super::run_prefix(&run.name),
         workers,
         train_steps: t.train_steps,
         train_steps_per_sec: t.train_steps_per_sec,
