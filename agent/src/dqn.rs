@@ -125,18 +125,6 @@ impl DuelingDqn {
             .collect();
     }
 
-    /// The leaves' gradients, end to end: laid out as `flat`.
-    fn flat_grad(&self) -> Tensor {
-        let grads: Vec<Tensor> = self.leaves.iter().map(|l| l.grad().view([-1])).collect();
-        Tensor::cat(&grads, 0)
-    }
-
-    fn zero_grad(&mut self) {
-        for l in self.leaves.iter_mut() {
-            l.zero_grad();
-        }
-    }
-
     /// Weights in [`TENSORS`] order as host vectors (for the model file).
     pub fn weights(&self) -> Vec<Vec<f32>> {
         (0..TENSORS.len())
@@ -439,13 +427,15 @@ impl Learner {
         let q_taken = q_all.gather(1, &actions, false).squeeze_dim(1);
         let loss = q_taken.huber_loss(&td_target, Reduction::Mean, self.cfg.huber_delta);
 
-        self.online.zero_grad();
-        loss.backward();
+        // The gradients, returned rather than accumulated into each leaf's `.grad`
+        // (nothing to zero first, nothing to add to), in one buffer laid out as the
+        // parameters: the norm, the clipping and the optimizer are a few ops each, not
+        // a loop over tensors.
+        let grads = Tensor::run_backward(&[&loss], &self.online.leaves, false, false);
+        let flat: Vec<Tensor> = grads.iter().map(|g| g.view([-1])).collect();
+        let mut grad = Tensor::cat(&flat, 0);
 
         let grad_norm = tch::no_grad(|| {
-            // The gradients in one buffer laid out as the parameters: the norm, the
-            // clipping and the optimizer are a few ops each, not a loop over tensors.
-            let mut grad = self.online.flat_grad();
             // Global L2 norm over all gradients, on the device: no host round trip.
             let total = grad.norm();
             if self.cfg.max_grad_norm > 0.0 {
