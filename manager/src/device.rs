@@ -49,6 +49,8 @@ pub(crate) enum Msg {
     Add(RunId, Box<RunTrainer>),
     /// A run leaves: its queue drained, a final checkpoint; the result is sent back.
     Remove(RunId, SyncSender<anyhow::Result<()>>),
+    /// Answered between two steps: whatever step was in flight has finished.
+    Barrier(SyncSender<()>),
 }
 
 /// The device thread. Dropping it stops the thread and waits for it.
@@ -122,6 +124,17 @@ impl Device {
             bail!("the trainer has stopped");
         }
         rx.recv().map_err(|_| anyhow::anyhow!("the trainer stopped before the run was removed"))?
+    }
+
+    /// Wait until the device thread is between two steps: after a run's
+    /// `set_paused(true)` and this, that run takes no further step (the one in flight
+    /// when it was paused has finished).
+    pub fn barrier(&self) -> anyhow::Result<()> {
+        let (tx, rx) = sync_channel(1);
+        if self.tx.send(Msg::Barrier(tx)).is_err() {
+            bail!("the trainer has stopped");
+        }
+        rx.recv().map_err(|_| anyhow::anyhow!("the trainer stopped"))
     }
 
     /// Stop after the current step; every run's queue into its replay and a final
@@ -237,6 +250,9 @@ impl Loop {
                 };
                 let _ = reply.send(r);
             }
+            Msg::Barrier(reply) => {
+                let _ = reply.send(());
+            }
         }
     }
 
@@ -343,6 +359,7 @@ mod tests {
         };
         let (a, b) = (add("a", ActionSet::Untouchable), add("b", ActionSet::Fight));
         b.set_paused(true);
+        device.barrier().unwrap();
         // 200 rows at 8 samples each, batch 8: 200 steps each, then the limiter waits.
         for c in [&a, &b] {
             c.reserve(200).unwrap().ingest(batch(200, 0)).unwrap();

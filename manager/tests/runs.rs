@@ -85,7 +85,8 @@ async fn runs_are_created_paused_assigned_and_deleted_through_the_api() {
     let stats = m.get_json("/api/v1/runs/fight/stats").await;
     assert_eq!((stats["run"].as_str(), stats["action_set"].as_str()), (Some("fight"), Some("fight")));
     let r = m.http.get(m.at("/api/v1/runs/fight/models/latest")).send().await.unwrap();
-    assert_eq!(r.headers()["content-disposition"], "attachment; filename=\"shine-fight-fight-v1.safetensors\"");
+    let version = r.headers()["x-shine-model-version"].to_str().unwrap().to_string();
+    assert_eq!(r.headers()["content-disposition"].to_str().unwrap(), format!("attachment; filename=\"shine-fight-fight-v{version}.safetensors\""));
     let net = shine_agent::model::QNet::load(&r.bytes().await.unwrap()).unwrap();
     assert_eq!(net.meta().action_set, "fight", "each run publishes models of its own action set");
 
@@ -164,9 +165,13 @@ async fn a_run_created_through_the_api_and_its_pause_outlive_a_restart() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_data_directory_from_before_runs_is_the_default_run() {
     let dir = tempfile::tempdir().unwrap();
-    let m = Manager::start(config(dir.path())).await;
+    let cfg = config(dir.path());
+    // Trained until the rate limiter's budget for 150 rows is spent: then the version
+    // read holds until the stop.
+    let steps = (cfg.trainer.samples_per_insert as u64 * 150 + cfg.trainer.rate_slack) / cfg.dqn.batch_size as u64;
+    let m = Manager::start(cfg).await;
     assert_eq!(m.upload(batch(150, 1)).await.0, 202);
-    m.wait_for("the rows in the replay", 30, |c| c["replay_size"] == 150).await;
+    m.wait_for("the limiter's budget trained", 60, |c| c["train_steps"] == steps).await;
     let version = m.current().await["model_version"].as_u64().unwrap();
     m.stop().await.unwrap();
     // Put the data back where a manager from before runs kept it.

@@ -107,9 +107,15 @@ async fn resume(State(s): State<AppState>, _: Writer, RunRef(run): RunRef) -> Ap
 }
 
 async fn set_paused(s: &AppState, run: &Arc<Run>, paused: bool) -> ApiResult<Json<RunView>> {
-    let r = run.clone();
-    // Writes state.toml: file I/O, off the async runtime.
-    tokio::task::spawn_blocking(move || r.set_paused(paused)).await.map_err(anyhow::Error::from)??;
+    let (state, r) = (s.clone(), run.clone());
+    // Writes state.toml and waits for a train step in flight: off the async runtime.
+    // Once answered, a paused run takes no further step.
+    tokio::task::spawn_blocking(move || {
+        r.set_paused(paused)?;
+        state.device.barrier()
+    })
+    .await
+    .map_err(anyhow::Error::from)??;
     Ok(Json(view(s, run)))
 }
 
