@@ -180,8 +180,10 @@ impl Fleet {
         (id, self.epsilon_of_slot(run, slot))
     }
 
-    /// The run a registered worker plays for.
-    pub fn run_of(&self, id: u32) -> Option<&str> {
+    /// The run a registered worker plays for (the tests' view; requests carry the run
+    /// in their path).
+    #[cfg(test)]
+    fn run_of(&self, id: u32) -> Option<&str> {
         self.workers.get(&id).map(|w| w.run.as_str())
     }
 

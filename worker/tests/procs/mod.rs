@@ -138,10 +138,7 @@ pub fn start_manager(dir: &Path, port: u16, n: usize) -> Proc {
 
 /// The manager (its log `manager-<n>.log`) with `trainer` as its burn-in and rate-limiter settings.
 pub fn start_manager_with(dir: &Path, port: u16, n: usize, trainer: &str) -> Proc {
-    let config = write_manager_config(dir, port, trainer);
-    let p = spawn(Command::new(manager_bin()).arg("--config").arg(config), dir.join(format!("manager-{n}.log")));
-    wait_for(Duration::from_secs(60), "the manager to answer /healthz", || http_get(port, "/healthz").is_some_and(|b| b.contains("ok")), &p);
-    p
+    start_manager_runs(dir, port, n, trainer, "")
 }
 
 /// `shine-worker run` for the manager on `port`, two environments, seed 1, its spool
