@@ -350,6 +350,9 @@ pub struct TrainOutput {
     pub mean_q: Tensor,
     /// Global gradient L2 norm before clipping.
     pub grad_norm: Tensor,
+    /// With importance weights (prioritized replay): each transition's |TD error|,
+    /// `[batch]`, detached: the rows' new priorities.
+    pub td_abs: Option<Tensor>,
 }
 
 /// Online and target networks, optimizer state and the step counter.
@@ -393,6 +396,13 @@ impl Learner {
     /// One DQN update on `batch` (`[B, 57]` f32 rows in the wire layout, on the
     /// learner's device). Queues work on the device and returns without waiting.
     pub fn train_step(&mut self, batch: &Tensor) -> TrainOutput {
+        self.train_step_weighted(batch, None)
+    }
+
+    /// [`Learner::train_step`] with each row's loss scaled by `weights` (`[B]`, the
+    /// prioritized replay's importance weights); the output then carries the rows'
+    /// |TD errors|. `None` is the plain step.
+    pub fn train_step_weighted(&mut self, batch: &Tensor, weights: Option<&Tensor>) -> TrainOutput {
         // Unpack the 57 columns (views, no copies).
         let states = batch.narrow(1, col::STATE as i64, STATE_DIM as i64);
         let actions = batch.narrow(1, col::ACTION as i64, 1).to_kind(Kind::Int64); // [B, 1]
@@ -425,7 +435,17 @@ impl Learner {
         });
 
         let q_taken = q_all.gather(1, &actions, false).squeeze_dim(1);
-        let loss = q_taken.huber_loss(&td_target, Reduction::Mean, self.cfg.huber_delta);
+        let (loss, td_abs) = match weights {
+            None => (q_taken.huber_loss(&td_target, Reduction::Mean, self.cfg.huber_delta), None),
+            // Prioritized replay (Schaul et al., Algorithm 1): each transition's loss
+            // scaled by its importance weight, which undoes the bias of drawing it more
+            // (or less) often than uniformly.
+            Some(w) => {
+                let per_row = q_taken.huber_loss(&td_target, Reduction::None, self.cfg.huber_delta);
+                let td_abs = tch::no_grad(|| (&q_taken - &td_target).abs());
+                ((per_row * w).mean(Kind::Float), Some(td_abs))
+            }
+        };
 
         // The gradients, returned rather than accumulated into each leaf's `.grad`
         // (nothing to zero first, nothing to add to), in one buffer laid out as the
@@ -453,7 +473,7 @@ impl Learner {
         if self.step.is_multiple_of(self.cfg.target_sync_every) {
             self.sync_target();
         }
-        TrainOutput { loss: loss.detach(), mean_q: q_taken.detach().mean(Kind::Float), grad_norm }
+        TrainOutput { loss: loss.detach(), mean_q: q_taken.detach().mean(Kind::Float), grad_norm, td_abs }
     }
 
     /// Copy the online weights into the target net.
@@ -763,6 +783,44 @@ mod tests {
             }
             assert_ne!(a, vec![1.0, -2.0, 0.5, 3.0], "the parameters moved");
         }
+    }
+
+    #[test]
+    fn importance_weights_scale_each_rows_loss() {
+        let b = batch(32, 5, 0.0);
+        let first = Learner::new(&DqnConfig::default(), 5, Device::Cpu).unwrap();
+        // Copies of one learner (tests run in parallel: a seed would not make them equal).
+        let learner = || {
+            let l = Learner::new(&DqnConfig::default(), 5, Device::Cpu).unwrap();
+            tch::no_grad(|| {
+                l.online.flat.shallow_clone().copy_(&first.online.flat);
+                l.target.flat.shallow_clone().copy_(&first.target.flat);
+            });
+            l
+        };
+        // Weights of one: the plain step, exactly.
+        let (mut plain, mut weighted) = (learner(), learner());
+        let ones = Tensor::ones([32], (Kind::Float, Device::Cpu));
+        for _ in 0..3 {
+            let p = plain.train_step(&b);
+            let w = weighted.train_step_weighted(&b, Some(&ones));
+            assert!(p.td_abs.is_none() && w.td_abs.is_some());
+            assert_eq!(f64::try_from(&p.loss).unwrap(), f64::try_from(&w.loss).unwrap());
+        }
+        assert!(plain.online.flat.equal(&weighted.online.flat), "the same weights after three steps");
+        // One row at weight 2, the rest 0: the loss is that row's Huber loss of its
+        // reported |TD error|, times 2, over the batch.
+        let mut one = learner();
+        let w = Tensor::zeros([32], (Kind::Float, Device::Cpu));
+        let _ = w.narrow(0, 5, 1).fill_(2.0);
+        let out = one.train_step_weighted(&b, Some(&w));
+        let td = Vec::<f32>::try_from(out.td_abs.as_ref().unwrap()).unwrap();
+        assert_eq!(td.len(), 32);
+        let huber = |x: f64| if x < 1.0 { 0.5 * x * x } else { x - 0.5 };
+        let want = 2.0 * huber(td[5] as f64) / 32.0;
+        let got = f64::try_from(&out.loss).unwrap();
+        assert!((got - want).abs() < 1e-6 * want.max(1.0), "loss {got}, expected {want}");
+        assert!(td.iter().all(|&x| x.is_finite() && x >= 0.0) && td.iter().any(|&x| x > 0.0));
     }
 
     #[test]

@@ -4,13 +4,15 @@
 //!   writes blocks of `update_size` (1 to 10,000), next to the in-RAM replay's.
 //! - its Table 1 and Figure 4: the time of one train step (sample + DQN update) at
 //!   batch 16 to 256, and the speedup of the device replay in percent
-//!   (`host_time / device_time - 1`, as the paper reports it).
+//!   (`host_time / device_time - 1`, as the paper reports it); then the same step
+//!   with prioritized sampling (draw by priority, weighted loss, priority update) on
+//!   each replay, and what it adds to the uniform step.
 //!
 //! Run: `cargo run --release -p shine-manager --example replay_bench -- [flags]`
 //! (or `shine-manager bench`). Results and the machine they came from are in
 //! `docs/benchmarks.md`.
 
-use crate::replay::{DeviceReplay, HostReplay, Replay};
+use crate::replay::{DeviceReplay, HostReplay, Replay, ReplayConfig, ReplayKind, Sampling};
 use anyhow::Context;
 use rand::{Rng, SeedableRng};
 use shine_agent::dqn::{DqnConfig, Learner};
@@ -103,11 +105,17 @@ fn add_cost(push: &mut dyn FnMut(&[f32]), rows: &[f32], device: Device) -> f64 {
 }
 
 /// Milliseconds per train step (sample + update), `steps` timed after `warmup`.
+/// Prioritized steps run as the trainer runs them: beta at its start value, the TD
+/// errors written back as priorities.
 fn step_time(replay: &mut Replay, learner: &mut Learner, batch: usize, warmup: usize, steps: usize) -> f64 {
     let device = learner.device();
     let mut step = |replay: &mut Replay| {
-        let b = replay.sample(batch).expect("the replay is full");
-        learner.train_step(&b).loss
+        let s = replay.sample(batch, 0.4).expect("the replay is full");
+        let out = learner.train_step_weighted(&s.rows, s.drawn.as_ref().map(|d| &d.weights));
+        if let (Some(drawn), Some(td_abs)) = (&s.drawn, &out.td_abs) {
+            replay.update_priorities(drawn, td_abs);
+        }
+        out.loss
     };
     for _ in 0..warmup {
         let _ = step(replay);
@@ -159,8 +167,11 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let cfg_for = |batch| DqnConfig { batch_size: batch, ..Default::default() };
     let mut replays = Vec::new();
     let fill = Instant::now();
-    for kind in [crate::replay::ReplayKind::Device, crate::replay::ReplayKind::Host] {
-        let cfg = crate::replay::ReplayConfig { kind, capacity: args.capacity, update_size: 2000.min(args.capacity) };
+    // Device, in-RAM, then both prioritized.
+    let kinds = [ReplayKind::Device, ReplayKind::Host];
+    let setups = kinds.map(|k| (k, Sampling::Uniform)).into_iter().chain(kinds.map(|k| (k, Sampling::Prioritized)));
+    for (kind, sampling) in setups {
+        let cfg = ReplayConfig { kind, sampling, capacity: args.capacity, update_size: 2000.min(args.capacity), ..Default::default() };
         let mut r = Replay::new(&cfg, device)?;
         let mut rng = rand::rngs::SmallRng::seed_from_u64(2);
         let mut left = args.capacity;
@@ -179,24 +190,26 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         args.steps,
         args.warmup
     );
-    println!("| batch | device replay (ms / step) | in-RAM replay (ms / step) | speedup |");
-    println!("|---:|---:|---:|---:|");
+    println!(
+        "| batch | device replay (ms / step) | in-RAM replay (ms / step) | speedup | device, prioritized | in-RAM, prioritized | prioritized adds (device) |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|");
     for &batch in &args.batches {
         let mut learners = Vec::new();
         for _ in &replays {
             tch::manual_seed(3);
             learners.push(Learner::new(&cfg_for(batch), args.actions, device)?);
         }
-        let mut samples = [Vec::new(), Vec::new()];
+        let mut samples = [Vec::new(), Vec::new(), Vec::new(), Vec::new()];
         for r in 0..repeats {
             for ((replay, learner), s) in replays.iter_mut().zip(learners.iter_mut()).zip(samples.iter_mut()) {
                 s.push(step_time(replay, learner, batch, if r == 0 { args.warmup } else { 0 }, args.steps));
             }
         }
-        let [d, h] = samples;
-        let times = [median(d), median(h)];
-        let speedup = (times[1] / times[0] - 1.0) * 100.0;
-        println!("| {batch} | {:.3} | {:.3} | {speedup:+.1} % |", times[0], times[1]);
+        let [d, h, dp, hp] = samples.map(median);
+        let speedup = (h / d - 1.0) * 100.0;
+        let adds = (dp / d - 1.0) * 100.0;
+        println!("| {batch} | {d:.3} | {h:.3} | {speedup:+.1} % | {dp:.3} | {hp:.3} | {adds:+.1} % |");
     }
     Ok(())
 }

@@ -7,7 +7,8 @@
 //!                                     │ trainer::Reservation::ingest (the queue, bounded in transitions)
 //!                                     ▼  device thread (one for every run; owns everything below)
 //!   replay::Replay (ring on the device, or the in-RAM baseline)
-//!                                     │ sample [batch, 57] on the device
+//!                                     │ sample [batch, 57] on the device (uniform or by priority;
+//!                                     │ a prioritized step's TD errors become the rows' new priorities)
 //!                                     ▼
 //!   shine_agent::dqn::Learner::train_step ─► publish every N steps ─► registry (models on disk)
 //!                                     │                                   └─► GET /api/v1/models/...
@@ -15,7 +16,8 @@
 //! sampler (every interval) ─► stats (time series), metrics ─► GET /api/v1/stats, /metrics
 //! ```
 //! Learner core:
-//! - [`replay`]: the in-GPU replay and the in-RAM baseline.
+//! - [`replay`]: the in-GPU replay and the in-RAM baseline; [`prioritized`]: their
+//!   proportional prioritized sampling, on the replay's device.
 //! - [`device`]: the one thread that trains every run, in turn.
 //! - [`trainer`]: one run's trainer, its rate limiter and its client.
 //! - [`checkpoint`]: atomic save and restore of the learner and counters.
@@ -44,6 +46,7 @@
 pub mod bench;
 pub mod checkpoint;
 pub mod device;
+pub mod prioritized;
 pub mod priority;
 pub mod replay;
 pub mod trainer;

@@ -1,5 +1,6 @@
 //! The experience replay: a FIFO ring of `capacity` transitions (57 f32 each, the
-//! wire layout of [`shine_agent::experience`]) sampled uniformly with replacement.
+//! wire layout of [`shine_agent::experience`]) sampled with replacement, uniformly or
+//! by priority ([`Sampling`]; the priorities are [`crate::prioritized`]'s).
 //!
 //! Two implementations behind one [`Replay`] enum, chosen by [`ReplayConfig::kind`]:
 //!
@@ -13,10 +14,15 @@
 //!   sample draws indices on the CPU, gathers the rows and copies the batch to the
 //!   device. Adding is a `memcpy`; every train step pays a transfer.
 //!
+//! Both kinds sample by priority with the same [`Priorities`]: the device replay holds
+//! them on the device beside the ring; the in-RAM baseline holds them in RAM, draws
+//! there and gathers the rows as for uniform sampling.
+//!
 //! The same code runs on CUDA and on the CPU: on the CPU the "device" ring is simply
 //! a tensor in RAM. [`Replay::len`] counts only the rows sampling can see: with the
 //! device replay, rows still staged on the host are not yet part of it.
 
+use crate::prioritized::{Drawn, Priorities};
 use serde::{Deserialize, Serialize};
 use shine_agent::experience::TRANSITION_FLOATS;
 use tch::{Device, Kind, Tensor};
@@ -36,8 +42,19 @@ pub enum ReplayKind {
     Host,
 }
 
+/// How a train step draws its batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Sampling {
+    /// Every row equally likely (DQN's replay).
+    Uniform,
+    /// Proportional prioritized replay (Schaul et al. 2016): rows by their last TD
+    /// error, the bias corrected by importance weights.
+    Prioritized,
+}
+
 /// The `[replay]` section of `configs/manager.toml`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ReplayConfig {
     /// `device` (in-GPU, the default) or `host` (in-RAM baseline).
@@ -51,11 +68,34 @@ pub struct ReplayConfig {
     /// `capacity` should be a multiple of it so blocks never straddle the ring's end
     /// (other values work, at the cost of a second copy for the straddling block).
     pub update_size: usize,
+    /// `uniform` (the default) or `prioritized`.
+    pub sampling: Sampling,
+    /// Prioritized only: row `i` is drawn with probability proportional to
+    /// `(|TD error| + priority_eps)^alpha`; 0 is uniform, 1 fully proportional
+    /// (Schaul et al. and Ape-X: 0.6).
+    pub alpha: f64,
+    /// Prioritized only: the importance-sampling exponent at the first train step
+    /// (Schaul et al.: 0.4); it rises linearly to 1 (full correction) over `beta_steps`.
+    pub beta: f64,
+    /// Prioritized only: train steps over which `beta` rises to 1; 0 keeps it constant
+    /// (Ape-X's choice).
+    pub beta_steps: u64,
+    /// Prioritized only: added to every |TD error| so that no row becomes undrawable.
+    pub priority_eps: f64,
 }
 
 impl Default for ReplayConfig {
     fn default() -> Self {
-        ReplayConfig { kind: ReplayKind::Device, capacity: 1_000_000, update_size: 2_000 }
+        ReplayConfig {
+            kind: ReplayKind::Device,
+            capacity: 1_000_000,
+            update_size: 2_000,
+            sampling: Sampling::Uniform,
+            alpha: 0.6,
+            beta: 0.4,
+            beta_steps: 1_000_000,
+            priority_eps: 1e-3,
+        }
     }
 }
 
@@ -86,8 +126,42 @@ impl ReplayConfig {
         if self.capacity > i64::MAX as usize / W {
             return bad(format!("capacity {} is absurdly large", self.capacity));
         }
+        if !(0.0..=1.0).contains(&self.alpha) {
+            return bad(format!("alpha {} must be between 0 (uniform) and 1 (fully proportional)", self.alpha));
+        }
+        if !(0.0..=1.0).contains(&self.beta) {
+            return bad(format!("beta {} must be between 0 (no correction) and 1 (full correction)", self.beta));
+        }
+        if !(self.priority_eps > 0.0 && self.priority_eps.is_finite()) {
+            return bad(format!("priority_eps {} must be a positive number (a row at priority 0 could never be drawn again)", self.priority_eps));
+        }
         Ok(())
     }
+
+    /// The importance-sampling exponent at train step `step`: `beta`, rising linearly
+    /// to 1 over `beta_steps`.
+    pub fn beta_at(&self, step: u64) -> f64 {
+        if self.beta_steps == 0 {
+            return self.beta;
+        }
+        let done = (step as f64 / self.beta_steps as f64).min(1.0);
+        self.beta + (1.0 - self.beta) * done
+    }
+
+    /// The priorities of a ring on `device`, when sampling is prioritized.
+    fn priorities(&self, device: Device) -> Option<Priorities> {
+        (self.sampling == Sampling::Prioritized).then(|| Priorities::new(self.capacity, self.alpha, self.priority_eps, device))
+    }
+}
+
+/// A sampled batch.
+pub struct Sampled {
+    /// `[batch, 57]` on the training device.
+    pub rows: Tensor,
+    /// With prioritized sampling: the rows' ring indices and importance weights (on
+    /// the training device), for the learner's weighted loss and
+    /// [`Replay::update_priorities`].
+    pub drawn: Option<Drawn>,
 }
 
 fn mib(bytes: usize) -> usize {
@@ -146,13 +220,15 @@ pub struct DeviceReplay {
     /// Rows visible to sampling.
     len: usize,
     device: Device,
+    /// With prioritized sampling: the rows' priorities, on the device.
+    prio: Option<Priorities>,
 }
 
 impl DeviceReplay {
     pub fn new(capacity: usize, update_size: usize, device: Device) -> Result<Self, ReplayError> {
-        ReplayConfig { kind: ReplayKind::Device, capacity, update_size }.validate()?;
+        ReplayConfig { kind: ReplayKind::Device, capacity, update_size, ..Default::default() }.validate()?;
         let ring = allocate_ring(capacity, device)?;
-        Ok(DeviceReplay { ring, staging: Vec::with_capacity(update_size * W), capacity, update_size, next: 0, len: 0, device })
+        Ok(DeviceReplay { ring, staging: Vec::with_capacity(update_size * W), capacity, update_size, next: 0, len: 0, device, prio: None })
     }
 
     /// Queue `rows` (whole transitions); every completed block of `update_size` rows
@@ -190,19 +266,30 @@ impl DeviceReplay {
         if first < n {
             self.ring.narrow(0, 0, (n - first) as i64).copy_(&src.narrow(0, first as i64, (n - first) as i64));
         }
+        if let Some(p) = &mut self.prio {
+            p.added(self.next, first);
+            p.added(0, n - first);
+        }
         self.next = (self.next + n) % self.capacity;
         self.len = (self.len + n).min(self.capacity);
         self.staging.clear();
     }
 
-    /// `batch` rows drawn uniformly with replacement, `[batch, 57]` on the device.
-    /// Indices are drawn on the device too: nothing waits for the host.
-    pub fn sample(&self, batch: usize) -> Result<Tensor, ReplayError> {
+    /// `batch` rows drawn with replacement (uniformly, or by priority with weights at
+    /// `beta`), `[batch, 57]` on the device. Indices are drawn on the device too:
+    /// nothing waits for the host.
+    pub fn sample(&self, batch: usize, beta: f64) -> Result<Sampled, ReplayError> {
         if self.len == 0 {
             return Err(ReplayError::Empty);
         }
-        let idx = Tensor::randint(self.len as i64, [batch as i64], (Kind::Int64, self.device));
-        Ok(self.ring.index_select(0, &idx))
+        let (idx, drawn) = match &self.prio {
+            Some(p) => {
+                let d = p.draw(batch, beta);
+                (d.indices.shallow_clone(), Some(d))
+            }
+            None => (Tensor::randint(self.len as i64, [batch as i64], (Kind::Int64, self.device)), None),
+        };
+        Ok(Sampled { rows: self.ring.index_select(0, &idx), drawn })
     }
 
     /// Rows waiting in host memory for the next block.
@@ -221,15 +308,26 @@ pub struct HostReplay {
     /// Reused gather buffer for one batch.
     gather: Vec<f32>,
     device: Device,
+    /// With prioritized sampling: the rows' priorities, in RAM beside the ring.
+    prio: Option<Priorities>,
 }
 
 impl HostReplay {
     pub fn new(capacity: usize, device: Device) -> Result<Self, ReplayError> {
-        ReplayConfig { kind: ReplayKind::Host, capacity, update_size: 1 }.validate()?;
+        ReplayConfig { kind: ReplayKind::Host, capacity, update_size: 1, ..Default::default() }.validate()?;
         check_host_memory(capacity)?;
         use rand::SeedableRng;
         // `vec![0.0; n]` is a zeroed allocation: pages are only touched when written.
-        Ok(HostReplay { ring: vec![0.0; capacity * W], capacity, next: 0, len: 0, rng: rand::rngs::SmallRng::from_os_rng(), gather: Vec::new(), device })
+        Ok(HostReplay {
+            ring: vec![0.0; capacity * W],
+            capacity,
+            next: 0,
+            len: 0,
+            rng: rand::rngs::SmallRng::from_os_rng(),
+            gather: Vec::new(),
+            device,
+            prio: None,
+        })
     }
 
     /// Append `rows` (whole transitions), overwriting the oldest when full.
@@ -243,6 +341,9 @@ impl HostReplay {
         while !rest.is_empty() {
             let take = (self.capacity - self.next).min(rest.len() / W);
             self.ring[self.next * W..(self.next + take) * W].copy_from_slice(&rest[..take * W]);
+            if let Some(p) = &mut self.prio {
+                p.added(self.next, take);
+            }
             rest = &rest[take * W..];
             self.next = (self.next + take) % self.capacity;
         }
@@ -256,17 +357,33 @@ impl HostReplay {
     /// asynchronous transfer, but tch offers no safe way to write host floats into an
     /// existing pinned tensor without an extra copy, which at 7-58 KB per batch costs
     /// about what pinning saves; and this is the paper's baseline (a feed_dict copy).
-    pub fn sample(&mut self, batch: usize) -> Result<Tensor, ReplayError> {
+    ///
+    /// By priority, the indices are drawn in RAM by the same code as the device
+    /// replay's, read into a `Vec` and gathered the same way; the weights go to the
+    /// device with the batch.
+    pub fn sample(&mut self, batch: usize, beta: f64) -> Result<Sampled, ReplayError> {
         use rand::Rng;
         if self.len == 0 {
             return Err(ReplayError::Empty);
         }
         self.gather.clear();
-        for _ in 0..batch {
-            let i = self.rng.random_range(0..self.len);
-            self.gather.extend_from_slice(&self.ring[i * W..(i + 1) * W]);
-        }
-        Ok(Tensor::from_slice(&self.gather).view([batch as i64, W as i64]).to_device(self.device))
+        let drawn = match &self.prio {
+            Some(p) => {
+                let d = p.draw(batch, beta);
+                for i in Vec::<i64>::try_from(&d.indices).expect("int64 indices") {
+                    self.gather.extend_from_slice(&self.ring[i as usize * W..(i as usize + 1) * W]);
+                }
+                Some(Drawn { indices: d.indices, weights: d.weights.to_device(self.device) })
+            }
+            None => {
+                for _ in 0..batch {
+                    let i = self.rng.random_range(0..self.len);
+                    self.gather.extend_from_slice(&self.ring[i * W..(i + 1) * W]);
+                }
+                None
+            }
+        };
+        Ok(Sampled { rows: Tensor::from_slice(&self.gather).view([batch as i64, W as i64]).to_device(self.device), drawn })
     }
 }
 
@@ -282,8 +399,8 @@ impl Replay {
     pub fn new(cfg: &ReplayConfig, device: Device) -> Result<Replay, ReplayError> {
         cfg.validate()?;
         Ok(match cfg.kind {
-            ReplayKind::Device => Replay::Device(DeviceReplay::new(cfg.capacity, cfg.update_size, device)?),
-            ReplayKind::Host => Replay::Host(HostReplay::new(cfg.capacity, device)?),
+            ReplayKind::Device => Replay::Device(DeviceReplay { prio: cfg.priorities(device), ..DeviceReplay::new(cfg.capacity, cfg.update_size, device)? }),
+            ReplayKind::Host => Replay::Host(HostReplay { prio: cfg.priorities(Device::Cpu), ..HostReplay::new(cfg.capacity, device)? }),
         })
     }
 
@@ -329,11 +446,29 @@ impl Replay {
         }
     }
 
-    /// `[batch, 57]` on the training device, uniform with replacement.
-    pub fn sample(&mut self, batch: usize) -> Result<Tensor, ReplayError> {
+    /// `[batch, 57]` on the training device, drawn with replacement as `[replay]
+    /// sampling` says; by priority, with importance weights at `beta`.
+    pub fn sample(&mut self, batch: usize, beta: f64) -> Result<Sampled, ReplayError> {
         match self {
-            Replay::Device(r) => r.sample(batch),
-            Replay::Host(r) => r.sample(batch),
+            Replay::Device(r) => r.sample(batch, beta),
+            Replay::Host(r) => r.sample(batch, beta),
+        }
+    }
+
+    /// The learner's absolute TD errors for a batch drawn by priority (`drawn` is
+    /// [`Sampled::drawn`]): the new priorities of its rows. Without priorities, nothing.
+    pub fn update_priorities(&mut self, drawn: &Drawn, td_abs: &Tensor) {
+        match self {
+            Replay::Device(r) => {
+                if let Some(p) = &mut r.prio {
+                    p.update(&drawn.indices, td_abs);
+                }
+            }
+            Replay::Host(r) => {
+                if let Some(p) = &mut r.prio {
+                    p.update(&drawn.indices, &td_abs.to_device(Device::Cpu));
+                }
+            }
         }
     }
 
@@ -371,11 +506,11 @@ mod tests {
     }
 
     fn device(capacity: usize, update_size: usize) -> Replay {
-        Replay::new(&ReplayConfig { kind: ReplayKind::Device, capacity, update_size }, Device::Cpu).unwrap()
+        Replay::new(&ReplayConfig { kind: ReplayKind::Device, capacity, update_size, ..Default::default() }, Device::Cpu).unwrap()
     }
 
     fn host(capacity: usize) -> Replay {
-        Replay::new(&ReplayConfig { kind: ReplayKind::Host, capacity, update_size: 1 }, Device::Cpu).unwrap()
+        Replay::new(&ReplayConfig { kind: ReplayKind::Host, capacity, update_size: 1, ..Default::default() }, Device::Cpu).unwrap()
     }
 
     #[test]
@@ -428,7 +563,7 @@ mod tests {
         for mut r in [device(20, 5), host(20)] {
             r.push(&rows(0..33)).unwrap(); // host keeps rows 13..33; device has 10..30 visible, 3 staged
             let visible: HashSet<usize> = ring_ids(&r).into_iter().collect();
-            let b = r.sample(2000).unwrap();
+            let b = r.sample(2000, 0.4).unwrap().rows;
             assert_eq!(b.size(), vec![2000, W as i64]);
             let flat = Vec::<f32>::try_from(&b.view([-1])).unwrap();
             let seen: HashSet<usize> = flat.chunks_exact(W).map(|row| row_id(row).expect("a whole inserted row")).collect();
@@ -444,20 +579,26 @@ mod tests {
         let mut r = device(8, 4);
         r.push(&rows(0..3)).unwrap();
         assert_eq!(r.len(), 0);
-        assert!(matches!(r.sample(4), Err(ReplayError::Empty)));
+        assert!(matches!(r.sample(4, 0.4), Err(ReplayError::Empty)));
         r.push(&rows(3..4)).unwrap();
         assert_eq!(r.len(), 4);
-        assert!(r.sample(4).is_ok());
-        assert!(matches!(host(4).sample(1), Err(ReplayError::Empty)));
+        assert!(r.sample(4, 0.4).is_ok());
+        assert!(matches!(host(4).sample(1, 0.4), Err(ReplayError::Empty)));
     }
 
     #[test]
     fn impossible_configs_are_clear_errors() {
-        let err = |kind, capacity, update_size| Replay::new(&ReplayConfig { kind, capacity, update_size }, Device::Cpu).err().expect("rejected").to_string();
+        let err = |kind, capacity, update_size| {
+            Replay::new(&ReplayConfig { kind, capacity, update_size, ..Default::default() }, Device::Cpu).err().expect("rejected").to_string()
+        };
         let e = err(ReplayKind::Device, 1000, 2000);
         assert!(e.contains("cannot hold one block") && e.contains("update_size 2000"), "{e}");
         assert!(err(ReplayKind::Device, 1000, 0).contains("update_size must be at least 1"));
         assert!(err(ReplayKind::Host, 0, 1).contains("capacity must be at least 1"));
+        let bad = |c: ReplayConfig| Replay::new(&c, Device::Cpu).err().expect("rejected").to_string();
+        assert!(bad(ReplayConfig { alpha: 1.5, capacity: 10, update_size: 1, ..Default::default() }).contains("alpha 1.5"));
+        assert!(bad(ReplayConfig { beta: -0.1, capacity: 10, update_size: 1, ..Default::default() }).contains("beta -0.1"));
+        assert!(bad(ReplayConfig { priority_eps: 0.0, capacity: 10, update_size: 1, ..Default::default() }).contains("priority_eps 0"));
         // 10^12 experiences = 212 TiB: more than this (or any) machine has.
         for kind in [ReplayKind::Device, ReplayKind::Host] {
             let e = err(kind, 1_000_000_000_000, 2000);
@@ -472,6 +613,93 @@ mod tests {
             r.flush();
             assert_eq!(r.len(), 0);
         }
+    }
+
+    fn prioritized(kind: ReplayKind, capacity: usize, update_size: usize) -> Replay {
+        let cfg = ReplayConfig { kind, capacity, update_size, sampling: Sampling::Prioritized, alpha: 1.0, priority_eps: 1e-6, ..Default::default() };
+        Replay::new(&cfg, Device::Cpu).unwrap()
+    }
+
+    fn priorities(r: &Replay) -> Vec<f32> {
+        let p = match r {
+            Replay::Device(d) => d.prio.as_ref(),
+            Replay::Host(h) => h.prio.as_ref(),
+        };
+        Vec::<f32>::try_from(p.expect("prioritized").values()).unwrap()
+    }
+
+    #[test]
+    fn priority_updates_land_on_the_sampled_rows_across_the_ring_end() {
+        tch::manual_seed(21);
+        for kind in [ReplayKind::Device, ReplayKind::Host] {
+            // 2,600 rows through a ring of 2,000 in blocks of 300: the ring has wrapped
+            // (a block straddled its end) and rows 600..2600 are in it.
+            let mut r = prioritized(kind, 2000, 300);
+            for k in 0..13 {
+                r.push(&rows(k * 200..(k + 1) * 200)).unwrap();
+            }
+            r.flush();
+            let ids = ring_ids(&r);
+            assert_eq!(*ids.iter().min().unwrap(), 600, "{kind:?}");
+            assert!(priorities(&r)[..2000].iter().all(|&p| p == 1.0), "{kind:?}: new rows enter at the maximum, 1 at first");
+            // Each sampled row's TD error is its own id: its priority must become that.
+            for _ in 0..5 {
+                let s = r.sample(64, 0.4).unwrap();
+                let drawn = s.drawn.as_ref().expect("prioritized");
+                let flat = Vec::<f32>::try_from(&s.rows.view([-1])).unwrap();
+                let sampled: Vec<usize> = flat.chunks_exact(W).map(|row| row_id(row).expect("a whole row")).collect();
+                let idx = Vec::<i64>::try_from(&drawn.indices).unwrap();
+                for (&i, &id) in idx.iter().zip(&sampled) {
+                    assert_eq!(ids[i as usize], id, "{kind:?}: index {i} names the row that was returned");
+                }
+                let td = Tensor::from_slice(&sampled.iter().map(|&id| id as f32).collect::<Vec<_>>());
+                r.update_priorities(drawn, &td);
+                let p = priorities(&r);
+                for (&i, &id) in idx.iter().zip(&sampled) {
+                    assert!((p[i as usize] - id as f32).abs() <= 1e-3 * id as f32, "{kind:?}: row {id} at slot {i} has priority {}", p[i as usize]);
+                }
+            }
+            // The running maximum is now a high id: new rows enter there, and (alpha 1)
+            // the next draws favour the updated rows over the rest.
+            let max = priorities(&r).iter().cloned().fold(0.0, f32::max);
+            r.push(&rows(5000..5300)).unwrap();
+            r.flush();
+            let p = priorities(&r);
+            let at = ring_ids(&r).iter().position(|&id| id == 5000).unwrap();
+            assert_eq!(p[at], max, "{kind:?}: a new row enters at the running maximum");
+        }
+    }
+
+    #[test]
+    fn prioritized_draws_favour_high_priorities_and_weigh_them_down() {
+        tch::manual_seed(22);
+        for kind in [ReplayKind::Device, ReplayKind::Host] {
+            let mut r = prioritized(kind, 1000, 100);
+            r.push(&rows(0..1000)).unwrap();
+            // Rows at slots 0..10 get TD error 100, the rest 1: (10 x 100) vs (990 x 1).
+            let idx = Tensor::arange(1000, (Kind::Int64, Device::Cpu));
+            let td = Tensor::ones([1000], (Kind::Float, Device::Cpu));
+            let _ = td.narrow(0, 0, 10).fill_(100.0);
+            r.update_priorities(&Drawn { indices: idx, weights: Tensor::ones([1000], (Kind::Float, Device::Cpu)) }, &td);
+            let s = r.sample(4000, 1.0).unwrap();
+            let d = s.drawn.unwrap();
+            let idx = Vec::<i64>::try_from(&d.indices).unwrap();
+            let w = Vec::<f32>::try_from(&d.weights).unwrap();
+            let hot = idx.iter().filter(|&&i| i < 10).count() as f64 / 4000.0;
+            // Expected share 1000 / 1990 = 0.503.
+            assert!((hot - 0.503).abs() < 0.03, "{kind:?}: share of the hot rows {hot}");
+            for (&i, &w) in idx.iter().zip(&w) {
+                let want = if i < 10 { 0.01 } else { 1.0 };
+                assert!((w - want).abs() < 1e-4, "{kind:?}: weight of slot {i}: {w}");
+            }
+        }
+    }
+
+    #[test]
+    fn beta_rises_to_one_over_beta_steps() {
+        let c = ReplayConfig { beta: 0.4, beta_steps: 1000, ..Default::default() };
+        assert_eq!((c.beta_at(0), c.beta_at(500), c.beta_at(1000), c.beta_at(10_000)), (0.4, 0.7, 1.0, 1.0));
+        assert_eq!(ReplayConfig { beta: 0.5, beta_steps: 0, ..Default::default() }.beta_at(1_000_000), 0.5);
     }
 
     #[test]

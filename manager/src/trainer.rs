@@ -476,6 +476,8 @@ pub(crate) struct RunTrainer {
     actions: ActionSet,
     learner: Learner,
     replay: Replay,
+    /// The `[replay]` settings: the prioritized sampling's beta schedule.
+    replay_cfg: ReplayConfig,
     pub(crate) shared: Arc<Shared>,
     publish: Box<dyn Fn(Published) + Send>,
     data_dir: PathBuf,
@@ -604,6 +606,7 @@ impl RunTrainer {
             actions,
             learner,
             replay,
+            replay_cfg,
             shared,
             publish,
             data_dir: data_dir.to_path_buf(),
@@ -651,8 +654,12 @@ impl RunTrainer {
 
     pub(crate) fn train_step(&mut self) -> anyhow::Result<()> {
         let batch_size = self.learner.config().batch_size;
-        let batch = self.replay.sample(batch_size)?;
-        let out = self.learner.train_step(&batch);
+        let sampled = self.replay.sample(batch_size, self.replay_cfg.beta_at(self.learner.step))?;
+        let weights = sampled.drawn.as_ref().map(|d| &d.weights);
+        let out = self.learner.train_step_weighted(&sampled.rows, weights);
+        if let (Some(drawn), Some(td_abs)) = (&sampled.drawn, &out.td_abs) {
+            self.replay.update_priorities(drawn, td_abs);
+        }
         self.limiter.sampled(batch_size as u64);
         self.counters.transitions_sampled += batch_size as u64;
         self.counters.train_step = self.learner.step;
@@ -903,6 +910,22 @@ pub(crate) mod tests {
         assert_eq!(after[1].version, 24);
         assert_eq!(after[1].train_step, 115, "the step counter continued");
         assert_eq!(after.last().unwrap().train_step, 220);
+    }
+
+    #[test]
+    fn prioritized_sampling_trains_on_both_replays() {
+        for kind in [ReplayKind::Device, ReplayKind::Host] {
+            let tmp = tempfile::tempdir().unwrap();
+            let (t, mut r, d) = small();
+            r.kind = kind;
+            r.sampling = crate::replay::Sampling::Prioritized;
+            let (h, published) = start(t, r, d, tmp.path());
+            ingest(&h, batch(200, 0));
+            let s = wait_until(&h.client(), "200 train steps", |s| s.train_steps >= 200 && s.loss.is_finite());
+            h.shutdown().unwrap();
+            assert!(s.loss.is_finite() && s.mean_q.is_finite(), "{kind:?}: {s:?}");
+            assert!(published.lock().unwrap().len() > 1, "{kind:?}: models were published");
+        }
     }
 
     #[test]
