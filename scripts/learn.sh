@@ -3,14 +3,32 @@
 # worker on the simulator), then evaluate the trained bot greedily against the level-9
 # CPU over 200 episodes, beside the idle, random and dodge baselines on the same seeds.
 #
-#   scripts/learn.sh [MINUTES]      (default 30)
+#   scripts/learn.sh [MINUTES] [--seed N] [--prioritized] [--stop-at FRACTION] [--data DIR]
 #
-# Writes data/learn/curve.csv (evaluation survival against training time, from the
-# manager's stats) and data/learn/result.txt; docs/learning.md records a run.
+#   MINUTES          training time (default 30)
+#   --seed N         the worker's seed (default 7): its matches and its exploration
+#   --prioritized    [replay] sampling = "prioritized" on top of configs/learn.toml
+#   --stop-at F      stop training early once the manager's evaluation window reaches
+#                    F (0.9 = 90 % survival), checked every minute
+#   --data DIR       where everything goes (default data/learn; emptied first)
+#
+# Writes DIR/curve.csv (evaluation survival against training time, from the manager's
+# stats) and DIR/result.txt; docs/learning.md records runs. scripts/learn-seeds.sh runs
+# several seeds back to back.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-minutes=${1:-30}
-data=data/learn
+minutes=30 seed=7 prioritized= stop_at= data=data/learn
+while (( $# )); do
+    case $1 in
+        --seed) seed=$2; shift 2 ;;
+        --prioritized) prioritized=1; shift ;;
+        --stop-at) stop_at=$2; shift 2 ;;
+        --data) data=$2; shift 2 ;;
+        -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+        [0-9]*) minutes=$1; shift ;;
+        *) echo "learn.sh: unknown argument $1 (see scripts/learn.sh --help)" >&2; exit 2 ;;
+    esac
+done
 port=8090
 episodes=${SHINE_EVAL_EPISODES:-200}
 
@@ -21,9 +39,15 @@ bin=${CARGO_TARGET_DIR:-target}/release
 
 rm -rf "$data"
 mkdir -p "$data/logs"
+config=configs/learn.toml
+if [ -n "$prioritized" ]; then
+    # configs/learn.toml has no [replay] table: one appended is the only change.
+    config=$data/learn.toml
+    { cat configs/learn.toml; printf '\n[replay]\nsampling = "prioritized"\n'; } >"$config"
+fi
 token=$(python3 -c 'import secrets; print(secrets.token_hex(16))')
 url="http://127.0.0.1:$port"
-"$bin/shine-manager" --config configs/learn.toml --data-dir "$data" --token "$token" >"$data/logs/manager.log" 2>&1 &
+"$bin/shine-manager" --config "$config" --data-dir "$data" --token "$token" >"$data/logs/manager.log" 2>&1 &
 manager=$!
 worker=
 cleanup() {
@@ -36,14 +60,16 @@ for _ in $(seq 1 100); do
     python3 -c "import urllib.request; urllib.request.urlopen('$url/healthz', timeout=1)" 2>/dev/null && break
     sleep 0.2
 done
-"$bin/shine-worker" run --manager "$url" --token "$token" --envs 1 --seed 7 --spool-dir "$data/spool" >"$data/logs/worker.log" 2>&1 &
+"$bin/shine-worker" run --manager "$url" --token "$token" --envs 1 --seed "$seed" --spool-dir "$data/spool" >"$data/logs/worker.log" 2>&1 &
 worker=$!
 
-echo "training for $minutes minutes (logs in $data/logs)"
+echo "training for $minutes minutes${stop_at:+ (or until the evaluation window reaches $stop_at)}, worker seed $seed${prioritized:+, prioritized replay} (logs in $data/logs)"
 start=$(date +%s)
 while (( $(date +%s) - start < minutes * 60 )); do
     sleep 60
-    python3 - "$url" "$start" <<'PY' || true
+    # Exit status 3: the evaluation window reached --stop-at.
+    rc=0
+    python3 - "$url" "$start" "$stop_at" <<'PY' || rc=$?
 import json, sys, time, urllib.request
 try:
     s = json.load(urllib.request.urlopen(sys.argv[1] + "/api/v1/stats?since=9e99", timeout=20))["current"]
@@ -52,8 +78,15 @@ except OSError as e:  # a busy manager: skip this line, the run goes on
 pct = lambda v: "-" if v is None else f"{100 * v:.0f} %"
 print(f"{(time.time() - int(sys.argv[2])) / 60:5.1f} min  steps {s['train_steps']:>9,}  inserted {s['transitions_inserted']:>10,}  "
       f"model v{s['model_version']}  loss {s['loss'] or 0:.4f}  survival: training {pct(s['train_survival'])}, evaluation {pct(s['eval_survival'])}", flush=True)
+if sys.argv[3] and s["eval_survival"] is not None and s["eval_survival"] >= float(sys.argv[3]):
+    sys.exit(3)
 PY
+    if (( rc == 3 )); then
+        echo "the evaluation window reached $stop_at: training stops here"
+        break
+    fi
 done
+trained=$(( ($(date +%s) - start) / 60 ))
 
 # The learning curve, from the manager's own time series.
 python3 - "$url" "$start" "$data/curve.csv" <<'PY'
@@ -70,7 +103,7 @@ cleanup
 trap - EXIT INT TERM
 
 {
-    echo "training: $minutes minutes; evaluation: $episodes episodes at CPU level 9, seeds 1000000.."
+    echo "training: $trained minutes (worker seed $seed${prioritized:+, prioritized replay}); evaluation: $episodes episodes at CPU level 9, seeds 1000000.."
     "$bin/shine-worker" eval --model "$data/final.safetensors" --episodes "$episodes" --cpu-level 9 2>/dev/null
     for p in idle random dodge; do
         "$bin/shine-worker" play --policy $p --episodes "$episodes" --cpu-level 9 --seed 1000000 --quiet 2>/dev/null

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Several seeds of scripts/learn.sh, back to back, and one table of how each learned:
+# the minute at which the manager's evaluation window first reached 90 % survival, the
+# train steps by then, and the final model's 200-episode survival at level 9; then the
+# median and the spread (min-max) over the seeds.
+#
+#   scripts/learn-seeds.sh [--minutes M] [--prioritized] [--stop-at F] [--label NAME] SEED...
+#
+#   --minutes M      training time of each seed (default 30)
+#   --prioritized    prioritized replay (learn.sh --prioritized)
+#   --stop-at F      stop each seed once its evaluation window reaches F (learn.sh
+#                    --stop-at): the minute measurement without the rest of the half hour
+#   --label NAME     data/learn-seeds/NAME/seed-N/ holds each run (default uniform or
+#                    prioritized)
+#
+# Runs take the whole machine one after the other; nothing else should run meanwhile
+# (minutes are wall-clock: another load slows the learner). The table is printed and
+# written to data/learn-seeds/NAME/summary.md.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+minutes=30 prioritized= stop_at= label= seeds=()
+while (( $# )); do
+    case $1 in
+        --minutes) minutes=$2; shift 2 ;;
+        --prioritized) prioritized=--prioritized; shift ;;
+        --stop-at) stop_at=$2; shift 2 ;;
+        --label) label=$2; shift 2 ;;
+        -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+        [0-9]*) seeds+=("$1"); shift ;;
+        *) echo "learn-seeds.sh: unknown argument $1 (see scripts/learn-seeds.sh --help)" >&2; exit 2 ;;
+    esac
+done
+(( ${#seeds[@]} )) || { echo "learn-seeds.sh: name at least one seed, e.g. scripts/learn-seeds.sh 1 2 3" >&2; exit 2; }
+label=${label:-$([ -n "$prioritized" ] && echo prioritized || echo uniform)}
+out=data/learn-seeds/$label
+mkdir -p "$out"
+
+for s in "${seeds[@]}"; do
+    echo "=== seed $s ($label) ==="
+    scripts/learn.sh "$minutes" --seed "$s" $prioritized ${stop_at:+--stop-at "$stop_at"} --data "$out/seed-$s"
+done
+
+python3 - "$out" "$label" "$minutes" "$stop_at" "${seeds[@]}" <<'PY' | tee "$out/summary.md"
+import csv, re, statistics, sys
+out, label, minutes, stop_at, seeds = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]
+rows, firsts = [], []
+for s in seeds:
+    d = f"{out}/seed-{s}"
+    first = None
+    with open(f"{d}/curve.csv") as f:
+        for r in csv.DictReader(f):
+            if r["eval_survival"] and float(r["eval_survival"]) >= 0.9:
+                first = (float(r["minutes"]), int(r["train_steps"]))
+                break
+    text = open(f"{d}/result.txt").read()
+    m = re.search(r"^model v(\d+), CPU level 9: full-minute survival ([\d.]+) % \((\d+)/(\d+)\), 95 % interval ([\d.]+-[\d.]+) %", text, re.M)
+    trained = re.search(r"^training: (\d+) minutes", text, re.M).group(1)
+    final = f"v{m.group(1)}: {m.group(2)} % ({m.group(3)}/{m.group(4)}), {m.group(5)} %" if m else "(no evaluation)"
+    rows.append((s, trained, first, final, bool(m) and float(m.group(2)) >= 90.0))
+    if first:
+        firsts.append(first[0])
+print(f"## {label}: {len(seeds)} seeds of scripts/learn.sh {minutes}{' --stop-at ' + stop_at if stop_at else ''}\n")
+print("| worker seed | trained (min) | evaluation window first >= 90 % | final model at level 9 (greedy, seeds 1,000,000..) |")
+print("|---:|---:|---|---|")
+for s, trained, first, final, _ in rows:
+    when = f"minute {first[0]:.1f} ({first[1]:,} steps)" if first else "never"
+    print(f"| {s} | {trained} | {when} | {final} |")
+reached = sum(1 for r in rows if r[4])
+print(f"\nfinal model >= 90 %: {reached} of {len(rows)} seeds; ", end="")
+if firsts:
+    print(f"window first >= 90 %: median minute {statistics.median(firsts):.1f}, spread {min(firsts):.1f}-{max(firsts):.1f}"
+          f" ({len(firsts)} of {len(rows)} seeds got there)")
+else:
+    print("the window never reached 90 %")
+PY
