@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Proof that Shine learns: train for N minutes on this machine (one manager, one
 # worker on the simulator), then evaluate the trained bot greedily against the level-9
-# CPU over 200 episodes, beside the idle, random and dodge baselines on the same seeds.
+# CPU over 200 episodes, beside baselines on the same seeds: idle, random and dodge
+# for the Untouchable task; idle, random and the simulator's CPU in the bot's place
+# at levels 1 and 9 for the fight.
 #
-#   scripts/learn.sh [MINUTES] [--seed N] [--prioritized] [--stop-at FRACTION] [--data DIR]
+#   scripts/learn.sh [MINUTES] [--config FILE] [--seed N] [--prioritized] [--stop-at FRACTION] [--data DIR]
 #
 #   MINUTES          training time (default 30)
+#   --config FILE    the manager's config (default configs/learn.toml; configs/fight.toml
+#                    trains the fight task)
 #   --seed N         the worker's seed (default 7): its matches and its exploration
-#   --prioritized    [replay] sampling = "prioritized" on top of configs/learn.toml
+#   --prioritized    [replay] sampling = "prioritized" on top of the config
 #   --stop-at F      stop training early once the manager's evaluation window reaches
 #                    F (0.9 = 90 % survival), checked every minute
 #   --data DIR       where everything goes (default data/learn; emptied first)
@@ -17,9 +21,10 @@
 # several seeds back to back.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-minutes=30 seed=7 prioritized= stop_at= data=data/learn
+minutes=30 seed=7 prioritized= stop_at= data=data/learn base=configs/learn.toml
 while (( $# )); do
     case $1 in
+        --config) base=$2; shift 2 ;;
         --seed) seed=$2; shift 2 ;;
         --prioritized) prioritized=1; shift ;;
         --stop-at) stop_at=$2; shift 2 ;;
@@ -31,6 +36,13 @@ while (( $# )); do
 done
 port=8090
 episodes=${SHINE_EVAL_EPISODES:-200}
+[ -f "$base" ] || { echo "learn.sh: no config file $base" >&2; exit 2; }
+if [ -n "$prioritized" ] && grep -q '^\[replay\]' "$base"; then
+    echo "learn.sh: --prioritized adds a [replay] table, but $base has one: set sampling = \"prioritized\" there instead" >&2
+    exit 2
+fi
+task=$(sed -n 's/^task *= *"\(.*\)".*/\1/p' "$base" | head -1)
+task=${task:-untouchable}
 
 . scripts/env.sh
 cargo build --release -p shine-manager
@@ -39,11 +51,11 @@ bin=${CARGO_TARGET_DIR:-target}/release
 
 rm -rf "$data"
 mkdir -p "$data/logs"
-config=configs/learn.toml
+config=$base
 if [ -n "$prioritized" ]; then
-    # configs/learn.toml has no [replay] table: one appended is the only change.
-    config=$data/learn.toml
-    { cat configs/learn.toml; printf '\n[replay]\nsampling = "prioritized"\n'; } >"$config"
+    # The config has no [replay] table (checked above): one appended is the only change.
+    config=$data/manager.toml
+    { cat "$base"; printf '\n[replay]\nsampling = "prioritized"\n'; } >"$config"
 fi
 token=$(python3 -c 'import secrets; print(secrets.token_hex(16))')
 url="http://127.0.0.1:$port"
@@ -63,7 +75,7 @@ done
 "$bin/shine-worker" run --manager "$url" --token "$token" --envs 1 --seed "$seed" --spool-dir "$data/spool" >"$data/logs/worker.log" 2>&1 &
 worker=$!
 
-echo "training for $minutes minutes${stop_at:+ (or until the evaluation window reaches $stop_at)}, worker seed $seed${prioritized:+, prioritized replay} (logs in $data/logs)"
+echo "training for $minutes minutes${stop_at:+ (or until the evaluation window reaches $stop_at)}, $base, task $task, worker seed $seed${prioritized:+, prioritized replay} (logs in $data/logs)"
 start=$(date +%s)
 while (( $(date +%s) - start < minutes * 60 )); do
     sleep 60
@@ -77,7 +89,7 @@ except OSError as e:  # a busy manager: skip this line, the run goes on
     sys.exit(f"(no progress line: {e})")
 pct = lambda v: "-" if v is None else f"{100 * v:.0f} %"
 print(f"{(time.time() - int(sys.argv[2])) / 60:5.1f} min  steps {s['train_steps']:>9,}  inserted {s['transitions_inserted']:>10,}  "
-      f"model v{s['model_version']}  loss {s['loss'] or 0:.4f}  survival: training {pct(s['train_survival'])}, evaluation {pct(s['eval_survival'])}", flush=True)
+      f"model v{s['model_version']}  loss {s['loss'] or 0:.4f}  training reward {s['episode_reward'] or 0:.2f}  survival: training {pct(s['train_survival'])}, evaluation {pct(s['eval_survival'])}", flush=True)
 if sys.argv[3] and s["eval_survival"] is not None and s["eval_survival"] >= float(sys.argv[3]):
     sys.exit(3)
 PY
@@ -93,19 +105,28 @@ python3 - "$url" "$start" "$data/curve.csv" <<'PY'
 import json, sys, urllib.request
 stats = json.load(urllib.request.urlopen(sys.argv[1] + "/api/v1/stats", timeout=60))
 with open(sys.argv[3], "w") as f:
-    f.write("minutes,train_steps,transitions_inserted,model_version,eval_survival,train_survival\n")
+    f.write("minutes,train_steps,transitions_inserted,model_version,eval_survival,train_survival,episode_reward\n")
+    blank = lambda v: "" if v is None else v
     for s in stats["series"]:
         f.write(f"{(s['t'] - int(sys.argv[2])) / 60:.2f},{s['train_steps']},{s['transitions_inserted']},{s['model_version']},"
-                f"{'' if s['eval_survival'] is None else s['eval_survival']},{'' if s['train_survival'] is None else s['train_survival']}\n")
+                f"{blank(s['eval_survival'])},{blank(s['train_survival'])},{blank(s['episode_reward'])}\n")
 PY
 python3 -c "import urllib.request; open('$data/final.safetensors','wb').write(urllib.request.urlopen('$url/api/v1/models/latest', timeout=60).read())"
 cleanup
 trap - EXIT INT TERM
 
 {
-    echo "training: $trained minutes (worker seed $seed${prioritized:+, prioritized replay}); evaluation: $episodes episodes at CPU level 9, seeds 1000000.."
-    "$bin/shine-worker" eval --model "$data/final.safetensors" --episodes "$episodes" --cpu-level 9 2>/dev/null
-    for p in idle random dodge; do
-        "$bin/shine-worker" play --policy $p --episodes "$episodes" --cpu-level 9 --seed 1000000 --quiet 2>/dev/null
-    done
+    echo "training: $trained minutes ($base, task $task, worker seed $seed${prioritized:+, prioritized replay}); evaluation: $episodes episodes at CPU level 9, seeds 1000000.."
+    "$bin/shine-worker" eval --model "$data/final.safetensors" --task "$task" --episodes "$episodes" --cpu-level 9 2>/dev/null
+    baseline() { "$bin/shine-worker" play --task "$task" "$@" --episodes "$episodes" --cpu-level 9 --seed 1000000 --quiet 2>/dev/null; }
+    if [ "$task" = fight ]; then
+        baseline --policy idle
+        baseline --policy random
+        baseline --policy cpu --bot-level 1
+        baseline --policy cpu --bot-level 9
+    else
+        baseline --policy idle
+        baseline --policy random
+        baseline --policy dodge
+    fi
 } | tee "$data/result.txt"

@@ -61,6 +61,54 @@ impl EpisodeEnd {
     }
 }
 
+/// What happened between the two fighters in an episode, whatever the task: what
+/// `shine-worker eval` reports for a fight.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Tally {
+    /// Stocks the opponent lost.
+    pub stocks_taken: u32,
+    /// Stocks the agent lost.
+    pub stocks_lost: u32,
+    /// Percent the opponent took, summed over its stocks.
+    pub damage_dealt: f32,
+    /// Percent the agent took, summed over its stocks.
+    pub damage_taken: f32,
+}
+
+/// A match's result for the agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    Win,
+    Draw,
+    Loss,
+}
+
+impl Tally {
+    /// More stocks taken than lost wins; with as many taken as lost, more damage dealt
+    /// than taken wins; the same of both is a draw.
+    pub fn outcome(&self) -> Outcome {
+        use std::cmp::Ordering::*;
+        let by_stocks = self.stocks_taken.cmp(&self.stocks_lost);
+        let by_damage = self.damage_dealt.partial_cmp(&self.damage_taken).unwrap_or(Equal);
+        match by_stocks.then(by_damage) {
+            Greater => Outcome::Win,
+            Equal => Outcome::Draw,
+            Less => Outcome::Loss,
+        }
+    }
+
+    /// Account for one frame of one fighter going from `before` to `after`: a lost
+    /// stock, or the percent it took within a stock (the reset to 0 on a new stock is
+    /// not a heal).
+    fn count(stocks: &mut u32, damage: &mut f32, before: &PlayerFacts, after: &PlayerFacts) {
+        if after.stocks < before.stocks {
+            *stocks += u32::from(before.stocks - after.stocks);
+        } else {
+            *damage += f32::from(after.percent.saturating_sub(before.percent));
+        }
+    }
+}
+
 /// Reward and end bookkeeping for one episode.
 #[derive(Debug, Clone)]
 pub struct Episode {
@@ -68,16 +116,22 @@ pub struct Episode {
     start: PlayerFacts,
     prev: Observation,
     frames: u32,
+    tally: Tally,
     pub total_reward: f32,
 }
 
 impl Episode {
     pub fn new(task: Task, first: &Observation) -> Self {
-        Episode { task, start: first.agent, prev: *first, frames: 0, total_reward: 0.0 }
+        Episode { task, start: first.agent, prev: *first, frames: 0, tally: Tally::default(), total_reward: 0.0 }
     }
 
     pub fn frames(&self) -> u32 {
         self.frames
+    }
+
+    /// Stocks and damage so far.
+    pub fn tally(&self) -> Tally {
+        self.tally
     }
 
     /// Account for one emulated frame that led to `now`; `chose_nothing` is whether the
@@ -111,6 +165,9 @@ impl Episode {
             }
         };
         let end = end.or((self.frames >= EPISODE_FRAMES).then_some(EpisodeEnd::TimeLimit));
+        let t = &mut self.tally;
+        Tally::count(&mut t.stocks_lost, &mut t.damage_taken, &self.prev.agent, &now.agent);
+        Tally::count(&mut t.stocks_taken, &mut t.damage_dealt, &self.prev.opponent, &now.opponent);
         self.prev = *now;
         self.total_reward += reward;
         (reward, end)
@@ -162,5 +219,29 @@ mod tests {
         let (r, end) = e.frame(&obs(action::WAIT, 0, 0, 0, 3), false);
         assert!((r + 4.0).abs() < 1e-6);
         assert_eq!(end, Some(EpisodeEnd::GameOver));
+        // 30 % dealt before the opponent's stock went (its reset is not counted), 10 %
+        // taken before the agent's four stocks went.
+        assert_eq!(e.tally(), Tally { stocks_taken: 1, stocks_lost: 4, damage_dealt: 30.0, damage_taken: 10.0 });
+        assert_eq!(e.tally().outcome(), Outcome::Loss);
+    }
+
+    #[test]
+    fn the_outcome_is_stocks_first_then_damage() {
+        let t = |taken, lost, dealt, took| Tally { stocks_taken: taken, stocks_lost: lost, damage_dealt: dealt, damage_taken: took };
+        assert_eq!(t(2, 1, 0.0, 90.0).outcome(), Outcome::Win);
+        assert_eq!(t(1, 1, 40.0, 30.0).outcome(), Outcome::Win);
+        assert_eq!(t(1, 1, 30.0, 30.0).outcome(), Outcome::Draw);
+        assert_eq!(t(0, 0, 0.0, 0.0).outcome(), Outcome::Draw);
+        assert_eq!(t(0, 0, 10.0, 12.0).outcome(), Outcome::Loss);
+        assert_eq!(t(0, 1, 200.0, 0.0).outcome(), Outcome::Loss);
+    }
+
+    #[test]
+    fn the_tally_is_kept_in_the_untouchable_task_too() {
+        let mut e = Episode::new(Task::Untouchable, &obs(action::WAIT, 0, 4, 0, 4));
+        e.frame(&obs(action::WAIT, 0, 4, 12, 4), true);
+        let (_, end) = e.frame(&obs(action::DAMAGE_HIGH_1, 7, 4, 12, 4), true);
+        assert_eq!(end, Some(EpisodeEnd::Hit));
+        assert_eq!(e.tally(), Tally { stocks_taken: 0, stocks_lost: 0, damage_dealt: 12.0, damage_taken: 7.0 });
     }
 }

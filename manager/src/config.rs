@@ -578,6 +578,21 @@ mod tests {
     }
 
     #[test]
+    fn the_learning_configs_are_valid() {
+        // scripts/learn.sh's configs: the Untouchable run and the fight run, the same
+        // learner with the fight's action set and task.
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs");
+        let learn = Config::from_file(&dir.join("learn.toml")).unwrap();
+        let fight = Config::from_file(&dir.join("fight.toml")).unwrap();
+        for c in [&learn, &fight] {
+            c.runs().unwrap();
+        }
+        assert_eq!((learn.game.action_set().unwrap(), learn.game.task().unwrap()), (ActionSet::Untouchable, Task::Untouchable));
+        assert_eq!((fight.game.action_set().unwrap(), fight.game.task().unwrap()), (ActionSet::Fight, Task::Fight));
+        assert_eq!((&fight.dqn, &fight.trainer, &fight.replay), (&learn.dqn, &learn.trainer, &learn.replay), "the same learner");
+    }
+
+    #[test]
     fn bad_runs_are_clear_errors() {
         let err = |text: &str| toml::from_str::<Config>(text).map_err(anyhow::Error::from).and_then(|c| c.runs()).unwrap_err();
         let e = format!("{:#}", err("[[runs]]\nname = \"a\"\n[[runs]]\nname = \"a\"\n"));

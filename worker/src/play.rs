@@ -1,9 +1,11 @@
 //! `shine-worker play` and `shine-worker eval`: watch a policy play, and measure it.
 //!
-//! Both run whole episodes on the embedded simulator against the scripted CPU and
-//! report full-minute survival with a 95 % (Wilson) interval. Episode `i` uses seed
-//! `seed + i`, so a run is reproducible and two policies can be compared on the very
-//! same matches.
+//! Both run whole episodes on the embedded simulator against the scripted CPU. For
+//! the Untouchable task they report full-minute survival with a 95 % (Wilson)
+//! interval; for the fight task, matches won (Wilson interval too), drawn and lost, and
+//! stocks and damage per match with 95 % intervals ([`FightSummary`]). Episode `i` uses
+//! seed `seed + i`, so a run is reproducible and two policies can be compared on the
+//! very same matches.
 
 use crate::backend::{Backend, DolphinSetup};
 use anyhow::{bail, Context};
@@ -13,8 +15,8 @@ use rand_chacha::ChaCha8Rng;
 use shine_agent::actions::ActionSet;
 use shine_agent::model::QNet;
 use shine_agent::policy::{Dodge, Greedy, Idle, Policy, RandomPolicy};
-use shine_agent::stats::Survival;
-use shine_agent::task::{EpisodeEnd, Task};
+use shine_agent::stats::{wilson95, Survival};
+use shine_agent::task::{EpisodeEnd, Outcome, Tally, Task};
 use shine_agent::Env;
 use shine_bridge::sim::Sim;
 use shine_bridge::{Emulator, MatchSetup};
@@ -26,8 +28,30 @@ pub enum PolicyKind {
     Idle,
     /// Uniformly random macro-actions.
     Random,
-    /// Hand-written heuristic: spot dodge when the CPU attacks in reach.
+    /// Hand-written heuristic: spot dodge when the CPU attacks in reach (Untouchable
+    /// task only).
     Dodge,
+    /// The simulator's own scripted CPU plays the bot's side, at --bot-level (the
+    /// simulator only).
+    Cpu,
+}
+
+/// `--task`: what is measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TaskArg {
+    /// Survive the minute without a hit (the paper's task): survival is reported.
+    Untouchable,
+    /// Fight for the minute: wins, stocks and damage are reported.
+    Fight,
+}
+
+impl From<TaskArg> for Task {
+    fn from(t: TaskArg) -> Task {
+        match t {
+            TaskArg::Untouchable => Task::Untouchable,
+            TaskArg::Fight => Task::Fight,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Args)]
@@ -41,6 +65,13 @@ pub struct PlayArgs {
     /// A built-in policy, when no --model is given.
     #[arg(long, value_enum, default_value = "dodge")]
     pub policy: PolicyKind,
+    /// With --policy cpu: the level of the CPU playing the bot's side, 1 to 9.
+    #[arg(long, default_value_t = 9, value_parser = clap::value_parser!(u8).range(1..=9))]
+    pub bot_level: u8,
+    /// The task the episodes are played and reported as (default: the model's, from
+    /// its action set; untouchable for built-in policies).
+    #[arg(long, value_enum)]
+    pub task: Option<TaskArg>,
     /// CPU opponent level, 1 to 9.
     #[arg(long, default_value_t = 9, value_parser = clap::value_parser!(u8).range(1..=9))]
     pub cpu_level: u8,
@@ -75,6 +106,10 @@ pub struct EvalArgs {
     /// Seed of the first episode.
     #[arg(long, default_value_t = 1_000_000)]
     pub seed: u64,
+    /// The task the episodes are played and reported as (default: the model's, from
+    /// its action set: a fight model is evaluated on the fight task).
+    #[arg(long, value_enum)]
+    pub task: Option<TaskArg>,
 }
 
 /// One finished episode.
@@ -83,6 +118,8 @@ pub struct EpisodeResult {
     pub frames: u32,
     pub end: EpisodeEnd,
     pub reward: f32,
+    /// Stocks and damage, both ways.
+    pub tally: Tally,
 }
 
 impl EpisodeResult {
@@ -99,9 +136,25 @@ pub enum PolicySpec {
 }
 
 impl PolicySpec {
-    fn action_set(&self) -> anyhow::Result<ActionSet> {
+    /// The task a policy plays unless told otherwise: a fight model's is the fight.
+    fn default_task(&self) -> Task {
         match self {
-            PolicySpec::Builtin(_) => Ok(ActionSet::Untouchable),
+            PolicySpec::Model(net) if net.meta().action_set == ActionSet::Fight.name() => Task::Fight,
+            _ => Task::Untouchable,
+        }
+    }
+
+    /// The macro-actions the policy chooses among: a model's own; for the built-in
+    /// policies, the task's set.
+    fn action_set(&self, task: Task) -> anyhow::Result<ActionSet> {
+        match self {
+            PolicySpec::Builtin(PolicyKind::Dodge) if task == Task::Fight => {
+                bail!("--policy dodge plays the untouchable task only (its dodge is that action set's); use idle, random or cpu for the fight")
+            }
+            PolicySpec::Builtin(_) => Ok(match task {
+                Task::Untouchable => ActionSet::Untouchable,
+                Task::Fight => ActionSet::Fight,
+            }),
             PolicySpec::Model(net) => {
                 let set = ActionSet::from_name(&net.meta().action_set)
                     .with_context(|| format!("the model's action set {:?} is unknown to this worker", net.meta().action_set))?;
@@ -115,7 +168,8 @@ impl PolicySpec {
 
     fn build(&self, set: ActionSet) -> Box<dyn Policy> {
         match self {
-            PolicySpec::Builtin(PolicyKind::Idle) => Box::new(Idle),
+            // The CPU's pads replace the bot's in the simulator; the bot idles.
+            PolicySpec::Builtin(PolicyKind::Idle | PolicyKind::Cpu) => Box::new(Idle),
             PolicySpec::Builtin(PolicyKind::Random) => Box::new(RandomPolicy(set)),
             PolicySpec::Builtin(PolicyKind::Dodge) => Box::new(Dodge),
             PolicySpec::Model(net) => Box::new(Greedy::new(QNet::clone(net))),
@@ -123,11 +177,28 @@ impl PolicySpec {
     }
 }
 
-/// Play one Untouchable episode on the simulator.
-pub fn play_episode(policy: &mut dyn Policy, set: ActionSet, cpu_level: u8, seed: u64) -> anyhow::Result<EpisodeResult> {
-    let setup = MatchSetup { cpu_level, ..MatchSetup::default() };
-    let mut env = Env::new(Sim::new(setup, seed), setup, Task::Untouchable, set);
-    run_episode(&mut env, policy, cpu_level, seed)
+/// How the episodes of a `play` or `eval` are played.
+#[derive(Debug, Clone, Copy)]
+pub struct Matches {
+    pub task: Task,
+    /// The opponent's level.
+    pub cpu_level: u8,
+    /// `Some(level)`: the simulator's CPU plays the bot's side at that level.
+    pub bot_cpu: Option<u8>,
+    pub episodes: u32,
+    /// Episode `i` uses seed `seed + i`.
+    pub seed: u64,
+}
+
+/// Play one episode on the simulator.
+pub fn play_episode(policy: &mut dyn Policy, set: ActionSet, m: &Matches, seed: u64) -> anyhow::Result<EpisodeResult> {
+    let setup = MatchSetup { cpu_level: m.cpu_level, ..MatchSetup::default() };
+    let sim = match m.bot_cpu {
+        Some(level) => Sim::new(setup, seed).with_agent_cpu(level, seed),
+        None => Sim::new(setup, seed),
+    };
+    let mut env = Env::new(sim, setup, m.task, set);
+    run_episode(&mut env, policy, m.cpu_level, seed)
 }
 
 /// Play one episode on any backend's environment (reset, then macro-actions until it ends).
@@ -140,25 +211,23 @@ pub fn run_episode<E: Emulator>(env: &mut Env<E>, policy: &mut dyn Policy, cpu_l
         obs = step.next;
         if let Some(end) = step.end {
             let ep = env.episode().expect("episode after reset");
-            return Ok(EpisodeResult { frames: ep.frames(), end, reward: ep.total_reward });
+            return Ok(EpisodeResult { frames: ep.frames(), end, reward: ep.total_reward, tally: ep.tally() });
         }
     }
 }
 
-/// Play `episodes` episodes (seeds `seed..seed+episodes`) on all cores; results in
-/// seed order.
-pub fn play_many(spec: &PolicySpec, cpu_level: u8, episodes: u32, seed: u64) -> anyhow::Result<Vec<EpisodeResult>> {
-    let set = spec.action_set()?;
+/// Play the episodes `m` describes (seeds `seed..seed+episodes`) on all cores; results
+/// in seed order.
+pub fn play_many(spec: &PolicySpec, m: &Matches) -> anyhow::Result<Vec<EpisodeResult>> {
+    let set = spec.action_set(m.task)?;
+    let (episodes, seed) = (m.episodes, m.seed);
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(episodes.max(1) as usize);
     let results: Vec<anyhow::Result<Vec<(u32, EpisodeResult)>>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
                 s.spawn(move || {
                     let mut policy = spec.build(set);
-                    (t as u32..episodes)
-                        .step_by(threads)
-                        .map(|i| Ok((i, play_episode(policy.as_mut(), set, cpu_level, seed.wrapping_add(i as u64))?)))
-                        .collect()
+                    (t as u32..episodes).step_by(threads).map(|i| Ok((i, play_episode(policy.as_mut(), set, m, seed.wrapping_add(i as u64))?))).collect()
                 })
             })
             .collect();
@@ -185,6 +254,92 @@ fn summarize(results: &[EpisodeResult]) -> Survival {
     s
 }
 
+/// A mean with the half-width of its 95 % interval (normal approximation).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Mean {
+    pub mean: f64,
+    pub half: f64,
+}
+
+impl Mean {
+    fn of(xs: impl Iterator<Item = f64> + Clone) -> Mean {
+        let n = xs.clone().count() as f64;
+        if n == 0.0 {
+            return Mean { mean: 0.0, half: 0.0 };
+        }
+        let mean = xs.clone().sum::<f64>() / n;
+        let var = if n > 1.0 { xs.map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0) } else { 0.0 };
+        Mean { mean, half: 1.959_963_984_540_054 * (var / n).sqrt() }
+    }
+}
+
+/// The fight task's report over a set of matches.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FightSummary {
+    pub matches: u64,
+    pub won: u64,
+    pub drawn: u64,
+    pub lost: u64,
+    pub stocks_taken: Mean,
+    pub stocks_lost: Mean,
+    /// Percent.
+    pub damage_dealt: Mean,
+    pub damage_taken: Mean,
+}
+
+impl FightSummary {
+    pub fn of(results: &[EpisodeResult]) -> FightSummary {
+        let count = |o| results.iter().filter(|r| r.tally.outcome() == o).count() as u64;
+        let mean = |f: fn(&Tally) -> f64| Mean::of(results.iter().map(move |r| f(&r.tally)));
+        FightSummary {
+            matches: results.len() as u64,
+            won: count(Outcome::Win),
+            drawn: count(Outcome::Draw),
+            lost: count(Outcome::Loss),
+            stocks_taken: mean(|t| t.stocks_taken as f64),
+            stocks_lost: mean(|t| t.stocks_lost as f64),
+            damage_dealt: mean(|t| t.damage_dealt as f64),
+            damage_taken: mean(|t| t.damage_taken as f64),
+        }
+    }
+
+    /// The share of matches won and its 95 % (Wilson) interval.
+    pub fn win_rate(&self) -> (f64, (f64, f64)) {
+        (if self.matches == 0 { 0.0 } else { self.won as f64 / self.matches as f64 }, wilson95(self.won, self.matches))
+    }
+}
+
+impl std::fmt::Display for FightSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (rate, (lo, hi)) = self.win_rate();
+        let m = |x: Mean| format!("{:.2} +/- {:.2}", x.mean, x.half);
+        let pct = |x: Mean| format!("{:.1} +/- {:.1} %", x.mean, x.half);
+        write!(
+            f,
+            "won {:.1} % ({}/{}), 95 % interval {:.1}-{:.1} %; drawn {}, lost {}; per match: stocks taken {}, stocks lost {}, damage dealt {}, damage taken {}",
+            100.0 * rate,
+            self.won,
+            self.matches,
+            100.0 * lo,
+            100.0 * hi,
+            self.drawn,
+            self.lost,
+            m(self.stocks_taken),
+            m(self.stocks_lost),
+            pct(self.damage_dealt),
+            pct(self.damage_taken)
+        )
+    }
+}
+
+/// The report line's figures for `task`.
+fn report(task: Task, results: &[EpisodeResult]) -> String {
+    match task {
+        Task::Untouchable => summarize(results).to_string(),
+        Task::Fight => FightSummary::of(results).to_string(),
+    }
+}
+
 pub fn play(args: PlayArgs) -> anyhow::Result<()> {
     let (spec, label) = match &args.model {
         Some(path) => {
@@ -192,16 +347,23 @@ pub fn play(args: PlayArgs) -> anyhow::Result<()> {
             let label = format!("model v{} ({})", net.meta().model_version, path.display());
             (PolicySpec::Model(Box::new(net)), label)
         }
+        None if args.policy == PolicyKind::Cpu => (PolicySpec::Builtin(args.policy), format!("the level-{} CPU in the bot's place", args.bot_level)),
         None => (PolicySpec::Builtin(args.policy), format!("policy {:?}", args.policy).to_lowercase()),
     };
+    let task = args.task.map_or_else(|| spec.default_task(), Task::from);
+    let bot_cpu = (args.model.is_none() && args.policy == PolicyKind::Cpu).then_some(args.bot_level);
+    let m = Matches { task, cpu_level: args.cpu_level, bot_cpu, episodes: args.episodes, seed: args.seed };
     let results = match args.backend {
         Backend::Sim => {
-            eprintln!("playing {} episodes of {label} against the level-{} CPU on the simulator", args.episodes, args.cpu_level);
-            play_many(&spec, args.cpu_level, args.episodes, args.seed)?
+            eprintln!("playing {} episodes ({}) of {label} against the level-{} CPU on the simulator", args.episodes, task.name(), args.cpu_level);
+            play_many(&spec, &m)?
+        }
+        Backend::Dolphin if bot_cpu.is_some() => {
+            bail!("--policy cpu runs on the simulator only (in Dolphin, Melee's own CPU would need a controller port of its own)")
         }
         Backend::Dolphin => {
-            eprintln!("playing {} episodes of {label} against the level-{} CPU in Dolphin", args.episodes, args.cpu_level);
-            play_dolphin(&spec, &args)?
+            eprintln!("playing {} episodes ({}) of {label} against the level-{} CPU in Dolphin", args.episodes, task.name(), args.cpu_level);
+            play_dolphin(&spec, &args, task)?
         }
     };
     if !args.quiet {
@@ -212,19 +374,32 @@ pub fn play(args: PlayArgs) -> anyhow::Result<()> {
                 EpisodeEnd::StockLost => format!("lost a stock after {} frames", r.frames),
                 EpisodeEnd::GameOver => format!("game over after {} frames", r.frames),
             };
-            println!("episode {:>4} (seed {}): {what}, reward {:.2}", i + 1, args.seed + i as u64, r.reward);
+            let t = r.tally;
+            let fight = match task {
+                Task::Fight => {
+                    format!(", {:?}: stocks {}-{}, damage {:.0}-{:.0} %", t.outcome(), t.stocks_taken, t.stocks_lost, t.damage_dealt, t.damage_taken)
+                        .to_lowercase()
+                }
+                Task::Untouchable => String::new(),
+            };
+            println!("episode {:>4} (seed {}): {what}, reward {:.2}{fight}", i + 1, args.seed + i as u64, r.reward);
         }
     }
-    println!("{label}, CPU level {}: {}", args.cpu_level, summarize(&results));
+    let task_label = if task == Task::Fight { ", fight" } else { "" };
+    println!("{label}{task_label}, CPU level {}: {}", args.cpu_level, report(task, &results));
     Ok(())
 }
 
 pub fn eval(args: EvalArgs) -> anyhow::Result<()> {
     let net = load_model(&args.model)?;
     let version = net.meta().model_version;
-    eprintln!("evaluating model v{version} greedily over {} episodes at CPU level {}", args.episodes, args.cpu_level);
-    let results = play_many(&PolicySpec::Model(Box::new(net)), args.cpu_level, args.episodes, args.seed)?;
-    println!("model v{version}, CPU level {}: {}", args.cpu_level, summarize(&results));
+    let spec = PolicySpec::Model(Box::new(net));
+    let task = args.task.map_or_else(|| spec.default_task(), Task::from);
+    eprintln!("evaluating model v{version} greedily over {} episodes ({}) at CPU level {}", args.episodes, task.name(), args.cpu_level);
+    let m = Matches { task, cpu_level: args.cpu_level, bot_cpu: None, episodes: args.episodes, seed: args.seed };
+    let results = play_many(&spec, &m)?;
+    let task_label = if task == Task::Fight { ", fight" } else { "" };
+    println!("model v{version}{task_label}, CPU level {}: {}", args.cpu_level, report(task, &results));
     Ok(())
 }
 
@@ -232,12 +407,12 @@ pub fn eval(args: EvalArgs) -> anyhow::Result<()> {
 
 /// Play the episodes in one Dolphin, one after the other (a match per episode: the
 /// backend's reset quits the last one and goes through the menus).
-fn play_dolphin(spec: &PolicySpec, args: &PlayArgs) -> anyhow::Result<Vec<EpisodeResult>> {
+fn play_dolphin(spec: &PolicySpec, args: &PlayArgs, task: Task) -> anyhow::Result<Vec<EpisodeResult>> {
     let dolphin = DolphinSetup::check(args.iso.as_deref(), args.dolphin.as_deref())?;
-    let set = spec.action_set()?;
+    let set = spec.action_set(task)?;
     let setup = MatchSetup { cpu_level: args.cpu_level, ..MatchSetup::default() };
     let emu = dolphin.launch(setup)?;
-    let mut env = Env::new(emu, setup, Task::Untouchable, set);
+    let mut env = Env::new(emu, setup, task, set);
     let mut policy = spec.build(set);
     let mut results = Vec::with_capacity(args.episodes as usize);
     for i in 0..args.episodes {

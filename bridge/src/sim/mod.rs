@@ -105,8 +105,29 @@ pub struct Sim {
     blocks: [u32; 2],
     cpu: Cpu,
     cpu_pad: Pad,
+    /// With [`Sim::with_agent_cpu`]: a second scripted CPU that plays the bot's side
+    /// (the pads given to `step` are then ignored), with its own random stream so the
+    /// opponent plays from the same seed as it would against any other bot.
+    agent_cpu: Option<AgentCpu>,
     ram: RamImage,
 }
+
+/// The scripted CPU on the bot's side ([`Sim::with_agent_cpu`]).
+struct AgentCpu {
+    level: u8,
+    cpu: Cpu,
+    rng: ChaCha8Rng,
+}
+
+impl AgentCpu {
+    fn new(level: u8, seed: u64) -> AgentCpu {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ AGENT_CPU_STREAM);
+        AgentCpu { level, cpu: Cpu::new(level, &mut rng), rng }
+    }
+}
+
+/// Seed offset of the agent-side CPU's random stream.
+const AGENT_CPU_STREAM: u64 = 0xB07_C9B0;
 
 impl Sim {
     /// A match as `setup` says. An invalid setup (see [`Sim::try_new`]) is repaired
@@ -155,8 +176,17 @@ impl Sim {
             blocks,
             cpu,
             cpu_pad: Pad::NEUTRAL,
+            agent_cpu: None,
             ram,
         }
+    }
+
+    /// The scripted CPU at `level` (clamped to 1..=9) plays the bot's side, in this
+    /// match (`seed`: the one it was made with) and after every reset: a baseline for
+    /// bots, what the game's own CPU does in the bot's place.
+    pub fn with_agent_cpu(mut self, level: u8, seed: u64) -> Sim {
+        self.agent_cpu = Some(AgentCpu::new(level.clamp(1, 9), seed));
+        self
     }
 
     /// The fighter with index [`AGENT`] or [`OPPONENT`] (anything else: the opponent).
@@ -192,10 +222,17 @@ impl Sim {
 
     fn advance(&mut self, agent: &Pad) -> Result<(), SimError> {
         let opp = self.cpu_pad;
-        self.fighters[AGENT].update(agent);
+        let agent = match &mut self.agent_cpu {
+            Some(a) => a.cpu.decide(&self.fighters[AGENT], self.fighters[OPPONENT].stats, &mut a.rng),
+            None => *agent,
+        };
+        self.fighters[AGENT].update(&agent);
         self.fighters[OPPONENT].update(&opp);
         self.resolve_hits();
         self.cpu.observe(&self.fighters[AGENT]);
+        if let Some(a) = &mut self.agent_cpu {
+            a.cpu.observe(&self.fighters[OPPONENT]);
+        }
         self.frame = self.frame.wrapping_add(1);
         Ok(self.write_ram()?)
     }
@@ -305,7 +342,9 @@ impl Emulator for Sim {
         // Reuse the image (no 560 KiB allocation per episode); only a port change
         // would leave stale blocks behind.
         let ram = if ports_changed { RamImage::sim() } else { std::mem::replace(&mut self.ram, RamImage::new(0..0)) };
+        let agent_cpu = self.agent_cpu.as_ref().map(|a| AgentCpu::new(a.level, seed));
         *self = Sim::build(setup, seed, ram);
+        self.agent_cpu = agent_cpu;
         self.write_ram()?;
         Ok(())
     }

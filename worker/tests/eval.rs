@@ -1,0 +1,85 @@
+//! `shine-worker eval` and `play` as a user runs them: survival for the Untouchable
+//! task, wins, stocks and damage for the fight task, and the scripted CPU on the bot's
+//! side as a baseline.
+
+use rand::SeedableRng;
+use shine_agent::actions::ActionSet;
+use shine_agent::model::{random_weights, save, ModelMeta};
+use std::process::Command;
+
+const WORKER: &str = env!("CARGO_BIN_EXE_shine-worker");
+
+fn run(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(WORKER).args(args).env_remove("RUST_BACKTRACE").output().unwrap();
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+fn model_file(dir: &std::path::Path, set: ActionSet) -> String {
+    let mut meta = ModelMeta::new(set.name(), set.len());
+    meta.model_version = 4;
+    let weights = random_weights(&meta, &mut rand_chacha::ChaCha8Rng::seed_from_u64(1));
+    let path = dir.join(format!("{}.safetensors", set.name()));
+    std::fs::write(&path, save(&meta, &weights).unwrap()).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+/// The numbers after `key` in a report line, e.g. "won 12.5 % (1/8)" -> 12.5.
+fn figure(line: &str, key: &str) -> f64 {
+    let rest = &line[line.find(key).unwrap_or_else(|| panic!("{key:?} in {line:?}")) + key.len()..];
+    rest.trim_start().split([' ', ',', ';']).next().unwrap().parse().unwrap_or_else(|e| panic!("{key:?} in {line:?}: {e}"))
+}
+
+#[test]
+fn a_fight_model_is_evaluated_on_the_fight_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let fight = model_file(dir.path(), ActionSet::Fight);
+    let (ok, out, err) = run(&["eval", "--model", &fight, "--episodes", "8"]);
+    assert!(ok, "{err}");
+    let line = out.lines().last().unwrap();
+    assert!(line.starts_with("model v4, fight, CPU level 9: won "), "{line}");
+    for key in ["stocks taken", "stocks lost", "damage dealt", "damage taken"] {
+        assert!(line.contains(key), "{key} missing: {line}");
+    }
+    let (won, drawn, lost) = (figure(line, "won") / 100.0 * 8.0, figure(line, "drawn"), figure(line, "lost"));
+    assert_eq!((won + drawn + lost).round(), 8.0, "every match is won, drawn or lost: {line}");
+
+    // The same model on the untouchable task reports survival instead.
+    let (ok, out, err) = run(&["eval", "--model", &fight, "--episodes", "4", "--task", "untouchable"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("model v4, CPU level 9: full-minute survival"), "{out}");
+
+    // An untouchable model is still reported as before.
+    let untouchable = model_file(dir.path(), ActionSet::Untouchable);
+    let (ok, out, err) = run(&["eval", "--model", &untouchable, "--episodes", "4"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("model v4, CPU level 9: full-minute survival"), "{out}");
+}
+
+#[test]
+fn fight_baselines_idle_loses_and_the_cpu_in_the_bots_place_fights_back() {
+    let common = ["play", "--task", "fight", "--episodes", "6", "--cpu-level", "9", "--seed", "1000000"];
+    let line = |policy: &[&str]| {
+        let mut args = common.to_vec();
+        args.extend(policy);
+        let (ok, out, err) = run(&args);
+        assert!(ok, "{policy:?}: {err}");
+        out.lines().last().unwrap().to_string()
+    };
+    let idle = line(&["--policy", "idle", "--quiet"]);
+    assert!(idle.starts_with("policy idle, fight, CPU level 9: won 0.0 % (0/6)"), "{idle}");
+    assert_eq!(figure(&idle, "damage dealt"), 0.0, "{idle}");
+    assert!(figure(&idle, "damage taken") > 0.0, "{idle}");
+
+    let cpu = line(&["--policy", "cpu", "--bot-level", "9", "--quiet"]);
+    assert!(cpu.starts_with("the level-9 CPU in the bot's place, fight, CPU level 9: won "), "{cpu}");
+    assert!(figure(&cpu, "damage dealt") > 10.0, "the CPU in the bot's place deals damage: {cpu}");
+
+    // Per-episode lines name the outcome and the stocks.
+    let (ok, out, err) = run(&["play", "--task", "fight", "--policy", "random", "--episodes", "2"]);
+    assert!(ok, "{err}");
+    assert!(out.lines().take(2).all(|l| l.contains(": stocks ") && (l.contains("win") || l.contains("draw") || l.contains("loss"))), "{out}");
+
+    let (ok, _, err) = run(&["play", "--task", "fight", "--policy", "dodge", "--episodes", "1"]);
+    assert!(!ok);
+    assert!(err.contains("--policy dodge plays the untouchable task only"), "{err}");
+}
