@@ -332,11 +332,12 @@ impl std::fmt::Display for FightSummary {
     }
 }
 
-/// The report line's figures for `task`.
-fn report(task: Task, results: &[EpisodeResult]) -> String {
+/// The summary line of `play` and `eval`: who played, the task (named when it is the
+/// fight), the opponent's level and the task's figures.
+fn report(label: &str, task: Task, cpu_level: u8, results: &[EpisodeResult]) -> String {
     match task {
-        Task::Untouchable => summarize(results).to_string(),
-        Task::Fight => FightSummary::of(results).to_string(),
+        Task::Untouchable => format!("{label}, CPU level {cpu_level}: {}", summarize(results)),
+        Task::Fight => format!("{label}, fight, CPU level {cpu_level}: {}", FightSummary::of(results)),
     }
 }
 
@@ -385,8 +386,7 @@ pub fn play(args: PlayArgs) -> anyhow::Result<()> {
             println!("episode {:>4} (seed {}): {what}, reward {:.2}{fight}", i + 1, args.seed + i as u64, r.reward);
         }
     }
-    let task_label = if task == Task::Fight { ", fight" } else { "" };
-    println!("{label}{task_label}, CPU level {}: {}", args.cpu_level, report(task, &results));
+    println!("{}", report(&label, task, args.cpu_level, &results));
     Ok(())
 }
 
@@ -398,8 +398,7 @@ pub fn eval(args: EvalArgs) -> anyhow::Result<()> {
     eprintln!("evaluating model v{version} greedily over {} episodes ({}) at CPU level {}", args.episodes, task.name(), args.cpu_level);
     let m = Matches { task, cpu_level: args.cpu_level, bot_cpu: None, episodes: args.episodes, seed: args.seed };
     let results = play_many(&spec, &m)?;
-    let task_label = if task == Task::Fight { ", fight" } else { "" };
-    println!("model v{version}{task_label}, CPU level {}: {}", args.cpu_level, report(task, &results));
+    println!("{}", report(&format!("model v{version}"), task, args.cpu_level, &results));
     Ok(())
 }
 
