@@ -108,6 +108,11 @@ fn the_rate_limiter_paces_the_worker_to_the_learner_and_loses_nothing() {
     );
     let mut worker = start_worker(dir.path(), port, &[]);
     wait_for(Duration::from_secs(240), "3,000 train steps", || metric(port, "shine_train_steps_total").unwrap_or(0.0) >= 3000.0, &manager);
+    // The pause is what this test is about, so wait until the manager has held an
+    // upload back rather than hope it happened by the 3,000th step: on a loaded CI
+    // machine the worker once never outran the learner that early (busy_answers 0).
+    let busy = || run_metric_labels(port, "shine_uploads_rejected_total", "reason=\"busy\",run=\"default\"").unwrap_or(0.0);
+    wait_for(Duration::from_secs(240), "an upload answered 503 busy", || busy() > 0.0, &manager);
     // Both sides of the ratio, each read so that the other counter can only have grown
     // meanwhile. The manager counts an upload when it queues it, so the inserts lead
     // by at most insert_slack, the upload taken before the limiter looked again and
