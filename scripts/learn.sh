@@ -17,8 +17,8 @@
 #   --data DIR       where everything goes (default data/learn; emptied first)
 #
 # Writes DIR/curve.csv (evaluation survival against training time, from the manager's
-# stats) and DIR/result.txt; docs/learning.md records runs. scripts/learn-seeds.sh runs
-# several seeds back to back.
+# stats and history: its window, and the models of the last minute) and DIR/result.txt;
+# docs/learning.md records runs. scripts/learn-seeds.sh runs several seeds back to back.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 minutes=30 seed=7 prioritized= stop_at= data=data/learn base=configs/learn.toml
@@ -100,16 +100,30 @@ PY
 done
 trained=$(( ($(date +%s) - start) / 60 ))
 
-# The learning curve, from the manager's own time series.
+# The learning curve, from the manager's own time series. eval_survival is the manager's
+# window (its last [stats] recent_episodes = 1,000 evaluation episodes), which spans
+# several minutes of models and so trails the models' own level; minute_eval_survival is
+# the evaluation episodes of the models published in the 60 s before the sample (each
+# model's record, from the history; blank under 20 episodes): noisier, without the lag.
 python3 - "$url" "$start" "$data/curve.csv" <<'PY'
-import json, sys, urllib.request
-stats = json.load(urllib.request.urlopen(sys.argv[1] + "/api/v1/stats", timeout=60))
+import bisect, json, sys, urllib.request
+history = json.load(urllib.request.urlopen(sys.argv[1] + "/api/v1/history/default?max_points=100000", timeout=60))
+series, evals = history["series"], {e["version"]: e for e in history["evals"]}
+times = [s["t"] for s in series]
+def minute_eval(i):
+    """Survival over the evaluation episodes of the models published in (t - 60, t]."""
+    before = bisect.bisect_right(times, times[i] - 60) - 1
+    first = series[before]["model_version"] + 1 if before >= 0 else 1
+    played = [evals[v] for v in range(first, series[i]["model_version"] + 1) if v in evals]
+    episodes = sum(e["episodes"] for e in played)
+    # Fewer than 20 episodes is too few to read (3 of 3 is not 100 %).
+    return sum(e["survived"] for e in played) / episodes if episodes >= 20 else None
 with open(sys.argv[3], "w") as f:
-    f.write("minutes,train_steps,transitions_inserted,model_version,eval_survival,train_survival,episode_reward\n")
+    f.write("minutes,train_steps,transitions_inserted,model_version,eval_survival,minute_eval_survival,train_survival,episode_reward\n")
     blank = lambda v: "" if v is None else v
-    for s in stats["series"]:
+    for i, s in enumerate(series):
         f.write(f"{(s['t'] - int(sys.argv[2])) / 60:.2f},{s['train_steps']},{s['transitions_inserted']},{s['model_version']},"
-                f"{blank(s['eval_survival'])},{blank(s['train_survival'])},{blank(s['episode_reward'])}\n")
+                f"{blank(s['eval_survival'])},{blank(minute_eval(i))},{blank(s['train_survival'])},{blank(s['episode_reward'])}\n")
 PY
 python3 -c "import urllib.request; open('$data/final.safetensors','wb').write(urllib.request.urlopen('$url/api/v1/models/latest', timeout=60).read())"
 cleanup
@@ -117,6 +131,14 @@ trap - EXIT INT TERM
 
 {
     echo "training: $trained minutes ($base, task $task, worker seed $seed${prioritized:+, prioritized replay}); evaluation: $episodes episodes at CPU level 9, seeds 1000000.."
+    python3 - "$data/curve.csv" <<'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+def first(column):
+    r = next((r for r in rows if r[column] and float(r[column]) >= 0.9), None)
+    return f"minute {float(r['minutes']):.1f} ({int(r['train_steps']):,} steps)" if r else "never"
+print(f"first at 90 % survival: the evaluation window at {first('eval_survival')}, the last minute's models at {first('minute_eval_survival')}")
+PY
     "$bin/shine-worker" eval --model "$data/final.safetensors" --task "$task" --episodes "$episodes" --cpu-level 9 2>/dev/null
     baseline() { "$bin/shine-worker" play --task "$task" "$@" --episodes "$episodes" --cpu-level 9 --seed 1000000 --quiet 2>/dev/null; }
     if [ "$task" = fight ]; then
