@@ -525,7 +525,7 @@ impl Learner {
         let (loss, td_abs) = match weights {
             None => (q_taken.huber_loss(&td_target, Reduction::Mean, delta), None),
             Some(w) => {
-                slope = slope * w;
+                slope *= w;
                 let per_row = q_taken.huber_loss(&td_target, Reduction::None, delta);
                 ((per_row * w).mean(Kind::Float), Some(td.abs()))
             }
