@@ -11,12 +11,10 @@
 //! The train step never waits for the device: it reads nothing back to the host (no
 //! `f64::try_from`, no `.item()`), so on CUDA the whole step is queued kernels and the
 //! host moves on to the next one. Loss and mean Q come back as device scalars that the
-//! caller reads only every few hundred steps. The optimizers (RMSProp, Adam) are
-//! written here in tensor ops rather than taken from `tch::nn::Optimizer`, because
-//! tch's optimizer cannot export its state: ours is plain tensors, so a checkpoint
-//! holds it and a restarted manager continues with the same moment estimates.
+//! caller reads only every few hundred steps. The optimizers are [`crate::optim`]'s.
 
 use crate::experience::col;
+use crate::optim::Optimizer;
 use crate::model::{self, ModelMeta, TENSORS};
 use crate::state::STATE_DIM;
 use serde::{Deserialize, Serialize};
@@ -357,61 +355,6 @@ impl DqnConfig {
 }
 
 // ---------------------------------------------------------------------------------
-// Optimizers: state is plain tensors, one flat buffer per slot beside the parameters'.
-// ---------------------------------------------------------------------------------
-
-struct Optimizer {
-    kind: OptimizerKind,
-    /// `slots[k]`: slot k for every parameter, laid out as the network's flat buffer
-    /// (RMSProp: square_avg; Adam: exp_avg, exp_avg_sq: PyTorch's names).
-    slots: Vec<Tensor>,
-    /// Updates applied (Adam's bias correction needs it; a host counter, no sync).
-    steps: u64,
-}
-
-impl Optimizer {
-    fn slot_names(kind: OptimizerKind) -> &'static [&'static str] {
-        match kind {
-            OptimizerKind::Rmsprop => &["square_avg"],
-            OptimizerKind::Adam => &["exp_avg", "exp_avg_sq"],
-        }
-    }
-
-    fn new(kind: OptimizerKind, flat: &Tensor) -> Self {
-        let slots = Self::slot_names(kind).iter().map(|_| flat.zeros_like()).collect();
-        Optimizer { kind, slots, steps: 0 }
-    }
-
-    /// One update of the flat parameter buffer `p` with the gradient `g` (under
-    /// `no_grad` if `p` is tracked by autograd). Element by element, so one pass over the buffer is the update of
-    /// every parameter.
-    fn step(&mut self, cfg: &DqnConfig, p: &Tensor, g: &Tensor) {
-        self.steps += 1;
-        match self.kind {
-            OptimizerKind::Rmsprop => {
-                // square_avg = alpha * square_avg + (1 - alpha) * g^2
-                // p -= lr * g / (sqrt(square_avg) + eps)
-                let a = cfg.rmsprop_alpha;
-                let sq = &mut self.slots[0];
-                let _ = sq.g_mul_scalar_(a).addcmul_(g, &g.g_mul_scalar(1.0 - a));
-                let _ = p.shallow_clone().addcdiv_(&g.g_mul_scalar(-cfg.lr), &(sq.sqrt() + cfg.eps));
-            }
-            OptimizerKind::Adam => {
-                let (b1, b2) = cfg.adam_betas;
-                let t = self.steps as i32;
-                let (bc1, bc2) = (1.0 - b1.powi(t), 1.0 - b2.powi(t));
-                let (m, v) = self.slots.split_at_mut(1);
-                let (m, v) = (&mut m[0], &mut v[0]);
-                let _ = m.g_mul_scalar_(b1).g_add_(&(g * (1.0 - b1)));
-                let _ = v.g_mul_scalar_(b2).addcmul_(g, &g.g_mul_scalar(1.0 - b2));
-                let denom = v.sqrt() / bc2.sqrt() + cfg.eps;
-                let _ = p.shallow_clone().addcdiv_(&m.g_mul_scalar(-cfg.lr / bc1), &denom);
-            }
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------------
 // The learner
 // ---------------------------------------------------------------------------------
 
@@ -535,13 +478,10 @@ impl Learner {
 
         // Global L2 norm over all gradients, on the device: no host round trip.
         let grad_norm = self.grad.norm();
-        if self.cfg.max_grad_norm > 0.0 {
-            // clip_coef <= 1 always: multiplying by it is a no-op when under the limit,
-            // so no branch on the (device-resident) norm is needed.
-            let clip_coef = ((&grad_norm + 1e-6).reciprocal() * self.cfg.max_grad_norm).clamp_max(1.0);
-            let _ = self.grad.g_mul_(&clip_coef);
-        }
-        self.optimizer.step(&self.cfg, &self.online.flat, &self.grad);
+        // clip_coef <= 1 always: multiplying by it is a no-op when under the limit, so
+        // no branch on the (device-resident) norm is needed. The optimizer applies it.
+        let clip_coef = (self.cfg.max_grad_norm > 0.0).then(|| ((&grad_norm + 1e-6).reciprocal() * self.cfg.max_grad_norm).clamp_max(1.0));
+        self.optimizer.step(&self.cfg, &self.online.flat, &self.grad, clip_coef.as_ref());
 
         self.step += 1;
         if self.step.is_multiple_of(self.cfg.target_sync_every) {
@@ -823,40 +763,6 @@ mod tests {
         assert_ne!(l.online.weights(), l.target.weights());
         l.train_step(&b);
         assert_eq!(l.online.weights(), l.target.weights());
-    }
-
-    #[test]
-    fn our_optimizers_match_libtorchs() {
-        use tch::nn;
-        use tch::nn::OptimizerConfig;
-        for kind in [OptimizerKind::Rmsprop, OptimizerKind::Adam] {
-            let cfg = DqnConfig { optimizer: kind, lr: 0.01, ..Default::default() };
-            let init = Tensor::from_slice(&[1.0f32, -2.0, 0.5, 3.0]);
-            let make = || {
-                let vs = nn::VarStore::new(Device::Cpu);
-                let p = vs.root().var_copy("p", &init);
-                (vs, p)
-            };
-            let loss = |p: &Tensor| (p * p * Tensor::from_slice(&[1.0f32, 0.5, 4.0, 0.1])).sum(Kind::Float);
-            let (vs_ref, p_ref) = make();
-            let mut reference = match kind {
-                OptimizerKind::Rmsprop => nn::RmsProp::default().build(&vs_ref, 0.01).unwrap(),
-                OptimizerKind::Adam => nn::Adam::default().build(&vs_ref, 0.01).unwrap(),
-            };
-            let (_vs, mut p) = make();
-            let mut ours = Optimizer::new(kind, &p);
-            for _ in 0..10 {
-                reference.backward_step(&loss(&p_ref));
-                p.zero_grad();
-                loss(&p).backward();
-                tch::no_grad(|| ours.step(&cfg, &p, &p.grad()));
-            }
-            let (a, b) = (Vec::<f32>::try_from(&p).unwrap(), Vec::<f32>::try_from(&p_ref).unwrap());
-            for (x, y) in a.iter().zip(&b) {
-                assert!((x - y).abs() < 1e-5, "{kind:?}: ours {a:?}, libtorch {b:?}");
-            }
-            assert_ne!(a, vec![1.0, -2.0, 0.5, 3.0], "the parameters moved");
-        }
     }
 
     #[test]

@@ -29,6 +29,7 @@
 //! - `shutdown` (feature `shutdown`, both binaries): the signal half of the one
 //!   shutdown pattern.
 //! - `dqn` (feature `torch`, the manager only): the Dueling DQN in tch.
+//! - `optim` (feature `torch`, crate-private): its optimizers over one flat parameter buffer.
 
 pub mod actions;
 pub mod durable;
@@ -43,6 +44,8 @@ pub mod task;
 
 #[cfg(feature = "torch")]
 pub mod dqn;
+#[cfg(feature = "torch")]
+mod optim;
 #[cfg(feature = "shutdown")]
 pub mod shutdown;
 
