@@ -19,6 +19,9 @@
 # (minutes are wall-clock: another load slows the learner). The table is printed and
 # written to data/learn-seeds/NAME/summary.md.
 set -euo pipefail
+# The whole script is one block, read before it runs: a checkout or an edit while a
+# run goes on (it takes half an hour or more) does not change what it does.
+{
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 minutes=30 prioritized= stop_at= label= seeds=()
 while (( $# )); do
@@ -77,3 +80,5 @@ for what, got in [("evaluation window", firsts), ("last minute's models", models
     print(f"{what} first >= 90 %: median minute {show(statistics.median_low(all_minutes))}, "
           f"spread {show(all_minutes[0])} to {show(all_minutes[-1])} ({sum(1 for f in got if f)} of {len(got)} seeds got there)")
 PY
+exit
+}

@@ -20,6 +20,9 @@
 # stats and history: its window, and the models of the last minute) and DIR/result.txt;
 # docs/learning.md records runs. scripts/learn-seeds.sh runs several seeds back to back.
 set -euo pipefail
+# The whole script is one block, read before it runs: a checkout or an edit while a
+# run goes on (it takes half an hour or more) does not change what it does.
+{
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 minutes=30 seed=7 prioritized= stop_at= data=data/learn base=configs/learn.toml
 while (( $# )); do
@@ -152,3 +155,5 @@ PY
         baseline --policy dodge
     fi
 } | tee "$data/result.txt"
+exit
+}
