@@ -115,9 +115,39 @@ struct Rmsprop {
     eps: f32,
 }
 
+/// Subnormal floats (below 1.2e-38) read and written as zero while the loop runs (the
+/// x86 control register's flush-to-zero and denormals-are-zero bits, restored after).
+/// Why: as training goes on, the squared gradients of rarely active units fall below
+/// f32's normal range, and on Intel cores every subnormal operand costs a microcode
+/// assist: in a learn.sh run on a 2-vCPU Intel Xeon this loop took 54 % of the trainer
+/// thread (perf) and the run made half the steps of the benchmark's step time. What is
+/// lost is below 1.2e-38 in a running average of squares, next to `eps` 0.01.
+fn rmsprop_dispatch(p: &mut [f32], g: &mut [f32], sq: &mut [f32], h: &Rmsprop) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // _mm_getcsr / _mm_setcsr are deprecated in favour of inline assembly, which
+        // would say the same thing less plainly.
+        #[allow(deprecated)]
+        use std::arch::x86_64::{_mm_getcsr, _mm_setcsr};
+        const FLUSH_TO_ZERO: u32 = 1 << 15;
+        const DENORMALS_ARE_ZERO: u32 = 1 << 6;
+        // SAFETY: reading and writing MXCSR's two flush bits changes only how this
+        // thread's vector floating point treats subnormals, and the old value returns.
+        #[allow(deprecated)]
+        unsafe {
+            let saved = _mm_getcsr();
+            _mm_setcsr(saved | FLUSH_TO_ZERO | DENORMALS_ARE_ZERO);
+            rmsprop_widest(p, g, sq, h);
+            _mm_setcsr(saved);
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    rmsprop_widest(p, g, sq, h)
+}
+
 /// The widest vector unit this CPU has, chosen at run time (the release build targets
 /// plain x86-64).
-fn rmsprop_dispatch(p: &mut [f32], g: &mut [f32], sq: &mut [f32], h: &Rmsprop) {
+fn rmsprop_widest(p: &mut [f32], g: &mut [f32], sq: &mut [f32], h: &Rmsprop) {
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("avx512f") {
@@ -217,5 +247,24 @@ mod tests {
         }
         assert_eq!((host.steps, ops.steps), (5, 5));
         assert!(!p_host.allclose(&start, 1e-4, 1e-4, false), "the parameters moved");
+    }
+
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn subnormals_are_flushed_inside_the_loop_only() {
+        // A gradient of 1e-20 squares to 1e-40 (subnormal in f32): the running average
+        // keeps 0 for it, as the flush says, and a normal gradient beside it is exact.
+        let cfg = DqnConfig { lr: 1e-3, ..Default::default() };
+        let p = Tensor::zeros([2], (Kind::Float, Device::Cpu));
+        let mut opt = Optimizer::new(OptimizerKind::Rmsprop, &p);
+        let g = Tensor::from_slice(&[1e-20f32, 0.5]);
+        opt.step(&cfg, &p, &g, None);
+        let sq = Vec::<f32>::try_from(&opt.slots[0]).unwrap();
+        let expect = 0.5 * (0.5 * (1.0 - cfg.rmsprop_alpha) as f32); // the loop's order
+        assert_eq!(sq[0], 0.0, "the subnormal square is flushed to zero");
+        assert!((sq[1] - expect).abs() <= 1e-6 * expect, "a normal square is kept: {} against {expect}", sq[1]);
+        // Outside the loop subnormals are still subnormals: the thread's mode was restored.
+        let tiny = std::hint::black_box(1e-20f32);
+        assert!(tiny * tiny > 0.0, "the flush stayed on after the step");
     }
 }
