@@ -103,7 +103,10 @@ impl Optimizer {
 ///
 /// # Safety
 /// No other reference to the tensor's storage may be used while the slice lives.
-unsafe fn host_f32<'a>(t: &'a Tensor, n: usize) -> &'a mut [f32] {
+// A tensor handle is shared (libtorch counts references to its storage), so the one
+// we are given is `&`; the caller's promise above is what makes the `&mut` sound.
+#[allow(clippy::mut_from_ref)]
+unsafe fn host_f32(t: &Tensor, n: usize) -> &mut [f32] {
     unsafe { std::slice::from_raw_parts_mut(t.data_ptr() as *mut f32, n) }
 }
 
