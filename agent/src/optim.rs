@@ -123,7 +123,8 @@ struct Rmsprop {
 /// Why: as training goes on, the squared gradients of rarely active units fall below
 /// f32's normal range, and on Intel cores every subnormal operand costs a microcode
 /// assist: in a learn.sh run on a 2-vCPU Intel Xeon this loop took 54 % of the trainer
-/// thread (perf) and the run made half the steps of the benchmark's step time. What is
+/// thread (perf), and the run made 34,000 steps a minute where the benchmark's 0.66 ms
+/// step allows about 90,000 (the benchmark's random gradients are never subnormal). What is
 /// lost is below 1.2e-38 in a running average of squares, whose square root (1e-19) is
 /// nothing beside `eps` (1e-8 by default) in the update's denominator.
 fn rmsprop_dispatch(p: &mut [f32], g: &mut [f32], sq: &mut [f32], h: &Rmsprop) {
