@@ -625,7 +625,7 @@ mod tests {
             Replay::Device(d) => d.prio.as_ref(),
             Replay::Host(h) => h.prio.as_ref(),
         };
-        Vec::<f32>::try_from(p.expect("prioritized").values()).unwrap()
+        p.expect("prioritized").values()
     }
 
     #[test]
