@@ -209,10 +209,8 @@ impl Priorities {
     fn refresh_host(&mut self, touched: impl IntoIterator<Item = usize>) {
         let (p, sums, mins) = (host(&self.p), host_mut(&mut self.sums), host_mut(&mut self.mins));
         for b in touched {
-            let row = &p[b * BLOCK..(b + 1) * BLOCK];
-            sums[b] = chunk_sum(row) as f32;
-            // Rows never written (0) are not the least likely row: they are never drawn.
-            mins[b] = row.iter().copied().filter(|&x| x > 0.0).fold(f32::INFINITY, f32::min);
+            let (sum, min) = sum_and_min(&p[b * BLOCK..(b + 1) * BLOCK]);
+            (sums[b], mins[b]) = (sum as f32, min);
         }
     }
 
@@ -260,6 +258,25 @@ fn chunk_sum(xs: &[f32]) -> f64 {
         }
     }
     lanes.iter().map(|&l| l as f64).sum::<f64>() + tail
+}
+
+/// A block's sum (as [`chunk_sum`]) and the least of its non-zero priorities (+inf if
+/// none: rows never written are never drawn, so they are not the least likely row), in
+/// one pass of eight lanes.
+fn sum_and_min(row: &[f32]) -> (f64, f32) {
+    let (mut sums, mut mins) = ([0f32; 8], [f32::INFINITY; 8]);
+    let chunks = row.chunks_exact(8);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for l in 0..8 {
+            sums[l] += c[l];
+            // A select, not `f32::min` behind a filter: it vectorises.
+            mins[l] = if c[l] > 0.0 && c[l] < mins[l] { c[l] } else { mins[l] };
+        }
+    }
+    let sum = sums.iter().chain(rest).map(|&x| x as f64).sum();
+    let min = mins.iter().chain(rest).copied().filter(|&x| x > 0.0).fold(f32::INFINITY, f32::min);
+    (sum, min)
 }
 
 /// The elements of one of this module's contiguous f32 CPU tensors.
