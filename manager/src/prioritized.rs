@@ -21,10 +21,11 @@
 //! segments and one row is drawn from each.
 //!
 //! On the CPU the same draw, update and refresh run as plain loops over the tensors'
-//! memory instead of as tensor ops. Why: there each op is a libtorch dispatch costing
-//! microseconds for a few dozen values, and with the three dozen ops of a step's draw
-//! and update prioritized sampling added 0.13 ms (AMD EPYC) to 0.21 ms (Intel Xeon), a
-//! fifth to a third of the lean train step (`docs/benchmarks.md`). The
+//! memory instead of as tensor ops. Why: there each op is a libtorch dispatch for a
+//! few dozen values, and with the three dozen ops of a step's draw and update
+//! prioritized sampling added 0.13 ms (AMD EPYC) to 0.21 ms (Intel Xeon), a fifth to a
+//! third of the lean train step; as loops it adds 7 to 11 % on the Intel VM
+//! (`docs/benchmarks.md`). The
 //! random numbers still come from libtorch, and a test checks that both ways draw the
 //! same rows from them and leave the same priorities.
 
