@@ -314,7 +314,11 @@ mod tests {
     }
 
     fn way(pri: &Priorities) -> &'static str {
-        if pri.host { "host loops" } else { "tensor ops" }
+        if pri.host {
+            "host loops"
+        } else {
+            "tensor ops"
+        }
     }
 
     /// Give the rows of `pri` exactly the priorities `ps` (alpha 1, eps 0 aside).
@@ -484,7 +488,8 @@ mod tests {
         for pri in [&mut host, &mut tensors] {
             pri.added(0, 1500);
             pri.added(2200, n - 2200 - 100);
-            let rows = Tensor::cat(&[Tensor::arange(1500, (Kind::Int64, Device::Cpu)), Tensor::arange_start(2200, (n - 100) as i64, (Kind::Int64, Device::Cpu))], 0);
+            let rows =
+                Tensor::cat(&[Tensor::arange(1500, (Kind::Int64, Device::Cpu)), Tensor::arange_start(2200, (n - 100) as i64, (Kind::Int64, Device::Cpu))], 0);
             pri.update(&rows, &(values.index_select(0, &rows) - 0.5));
         }
         for round in 0..30 {
