@@ -232,7 +232,7 @@ fn first_past(row: &[f32], rest: f64) -> usize {
     let mut o = 0;
     // Whole chunks that end at or below `rest` hold no draw.
     while o + CHUNK <= row.len() {
-        let s = chunk_sum(&row[o..o + CHUNK]);
+        let (s, _) = sum_and_min(&row[o..o + CHUNK]);
         if acc + s > rest {
             break;
         }
@@ -248,22 +248,9 @@ fn first_past(row: &[f32], rest: f64) -> usize {
     row.iter().rposition(|&x| x > 0.0).unwrap_or(row.len() - 1)
 }
 
-/// The sum of `xs` in eight f32 lanes (which the compiler vectorises), added up in f64.
-fn chunk_sum(xs: &[f32]) -> f64 {
-    let mut lanes = [0f32; 8];
-    let chunks = xs.chunks_exact(8);
-    let tail: f64 = chunks.remainder().iter().map(|&x| x as f64).sum();
-    for c in chunks {
-        for (l, &x) in lanes.iter_mut().zip(c) {
-            *l += x;
-        }
-    }
-    lanes.iter().map(|&l| l as f64).sum::<f64>() + tail
-}
-
-/// A block's sum (as [`chunk_sum`]) and the least of its non-zero priorities (+inf if
-/// none: rows never written are never drawn, so they are not the least likely row), in
-/// one pass of eight lanes.
+/// The sum of `row` (eight f32 lanes, added up in f64) and the least of its non-zero
+/// priorities (+inf if none: rows never written are never drawn, so they are not the
+/// least likely row), in one pass of eight lanes that the compiler vectorises.
 fn sum_and_min(row: &[f32]) -> (f64, f32) {
     let (mut sums, mut mins) = ([0f32; 8], [f32::INFINITY; 8]);
     let chunks = row.chunks_exact(8);
