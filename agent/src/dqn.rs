@@ -286,6 +286,12 @@ pub struct DqnConfig {
     /// Copy the online weights into the target net every this many train steps
     /// (paper: 10,000).
     pub target_sync_every: u64,
+    /// Publish a Polyak average of the online weights instead of the online weights:
+    /// after every train step `average += publish_average_tau * (online - average)`, so
+    /// the published model averages about the last `1 / publish_average_tau` steps. The
+    /// training itself (targets, gradients) does not change. 0 (the default, the
+    /// paper's choice) publishes the online weights.
+    pub publish_average_tau: f64,
 }
 
 impl Default for DqnConfig {
@@ -303,6 +309,7 @@ impl Default for DqnConfig {
             huber_delta: 1.0,
             max_grad_norm: 10.0,
             target_sync_every: 10_000,
+            publish_average_tau: 0.0,
         }
     }
 }
@@ -351,6 +358,9 @@ impl DqnConfig {
         if self.target_sync_every == 0 {
             return bad("target_sync_every must be at least 1".into());
         }
+        if !(self.publish_average_tau.is_finite() && (0.0..1.0).contains(&self.publish_average_tau)) {
+            return bad(format!("publish_average_tau = {} must be in [0, 1) (0 publishes the online weights)", self.publish_average_tau));
+        }
         Ok(())
     }
 }
@@ -377,6 +387,9 @@ pub struct TrainOutput {
 pub struct Learner {
     pub online: DuelingDqn,
     pub target: DuelingDqn,
+    /// With `publish_average_tau` > 0: the Polyak average of the online weights, which
+    /// [`Learner::model_file`] publishes.
+    pub average: Option<DuelingDqn>,
     optimizer: Optimizer,
     /// The gradients, laid out as the parameters: each step's backward overwrites them,
     /// and after the step they are the clipped ones it applied.
@@ -399,11 +412,16 @@ impl Learner {
         let online = DuelingDqn::new(device, actions);
         let mut target = DuelingDqn::new(device, actions);
         target.flat.copy_(&online.flat);
+        let average = (cfg.publish_average_tau > 0.0).then(|| {
+            let mut average = DuelingDqn::new(device, actions);
+            average.flat.copy_(&online.flat);
+            average
+        });
         let optimizer = Optimizer::new(cfg.optimizer, &online.flat);
         let gamma_n = cfg.gamma.powi(cfg.n_step as i32);
         let grad = online.flat.zeros_like();
         let grad_blocks = DuelingDqn::blocks_of(&grad, &online.offsets, &online.shapes);
-        Ok(Learner { grad, grad_blocks, online, target, optimizer, step: 0, cfg: cfg.clone(), gamma_n })
+        Ok(Learner { grad, grad_blocks, online, target, average, optimizer, step: 0, cfg: cfg.clone(), gamma_n })
     }
 
     pub fn config(&self) -> &DqnConfig {
@@ -483,6 +501,12 @@ impl Learner {
         // no branch on the (device-resident) norm is needed. The optimizer applies it.
         let clip_coef = (self.cfg.max_grad_norm > 0.0).then(|| ((&grad_norm + 1e-6).reciprocal() * self.cfg.max_grad_norm).clamp_max(1.0));
         self.optimizer.step(&self.cfg, &self.online.flat, &self.grad, clip_coef.as_ref());
+        if let Some(average) = &mut self.average {
+            // Polyak averaging of the iterates: the online weights of two nearby steps
+            // can act very differently (one published model survives 9 of 30 matches,
+            // the next 21 of 21); their average moves as slowly as the learning does.
+            let _ = average.flat.lerp_(&self.online.flat, self.cfg.publish_average_tau);
+        }
 
         self.step += 1;
         if self.step.is_multiple_of(self.cfg.target_sync_every) {
@@ -496,9 +520,10 @@ impl Learner {
         self.target.flat.copy_(&self.online.flat);
     }
 
-    /// The model file of the online net.
+    /// The model file of the published weights: the average when there is one,
+    /// otherwise the online net.
     pub fn model_file(&self, meta: &ModelMeta) -> Result<Vec<u8>, model::ModelError> {
-        self.online.to_model_file(meta)
+        self.average.as_ref().unwrap_or(&self.online).to_model_file(meta)
     }
 
     /// Optimizer updates applied since its state was created or restored.
@@ -506,11 +531,13 @@ impl Learner {
         self.optimizer.steps
     }
 
-    /// Every tensor a checkpoint needs, named `online.<param>`, `target.<param>` and
+    /// Every tensor a checkpoint needs, named `online.<param>`, `target.<param>`,
+    /// `average.<param>` (with `publish_average_tau` > 0) and
     /// `optim.<kind>.<slot>.<param>` (e.g. `optim.rmsprop.square_avg.shared.weight`).
     pub fn state_tensors(&self) -> Vec<(String, Tensor)> {
         let mut out = Vec::new();
-        for (prefix, net) in [("online", &self.online), ("target", &self.target)] {
+        let average = self.average.as_ref().map(|a| ("average", a));
+        for (prefix, net) in [("online", &self.online), ("target", &self.target)].into_iter().chain(average) {
             for (i, name) in TENSORS.iter().enumerate() {
                 out.push((format!("{prefix}.{name}"), net.param(i).detach()));
             }
@@ -535,7 +562,9 @@ impl Learner {
     /// counters saved beside it. Weights must all be there with the right shapes (a
     /// different action count is an error). The optimizer state is restored when the
     /// checkpoint has it for the configured optimizer; otherwise it starts fresh and
-    /// this returns `Ok(false)` (so switching RMSProp to Adam between runs works).
+    /// this returns `Ok(false)` (so switching RMSProp to Adam between runs works). The
+    /// published average, when this learner keeps one, starts at the online weights if
+    /// the checkpoint has none (a run that turns averaging on).
     pub fn load_state(&mut self, tensors: &HashMap<String, Tensor>, step: u64, optimizer_steps: u64) -> Result<bool, DqnError> {
         let device = self.device();
         let fetch = |key: &str, like: &Tensor| -> Result<Tensor, DqnError> {
@@ -554,6 +583,15 @@ impl Learner {
             for (i, name) in TENSORS.iter().enumerate() {
                 let dst = net.param(i);
                 let src = fetch(&format!("{prefix}.{name}"), &dst)?;
+                weights.push((dst, src));
+            }
+        }
+        if let Some(average) = &self.average {
+            for (i, name) in TENSORS.iter().enumerate() {
+                let key = format!("average.{name}");
+                let dst = average.param(i);
+                // weights[i] is online tensor i.
+                let src = if tensors.contains_key(&key) { fetch(&key, &dst)? } else { weights[i].1.shallow_clone() };
                 weights.push((dst, src));
             }
         }
@@ -836,6 +874,55 @@ mod tests {
         assert_eq!(w.online.weights(), before);
     }
 
+    #[test]
+    fn the_published_model_is_the_polyak_average_of_the_online_weights() {
+        tch::manual_seed(7);
+        let b = batch(32, 5, 0.0);
+        let meta = ModelMeta::new("test", 5);
+        let tau = 0.25;
+        let cfg = DqnConfig { publish_average_tau: tau, lr: 1e-3, ..Default::default() };
+        let mut l = Learner::new(&cfg, 5, Device::Cpu).unwrap();
+        let flat = |w: Vec<Vec<f32>>| w.concat().into_iter().map(f64::from).collect::<Vec<f64>>();
+        let mut want = flat(l.online.weights());
+        for _ in 0..6 {
+            l.train_step(&b);
+            for (a, o) in want.iter_mut().zip(flat(l.online.weights())) {
+                *a += tau * (o - *a);
+            }
+        }
+        let got = flat(l.average.as_ref().expect("an average is kept").weights());
+        let worst = got.iter().zip(&want).map(|(g, w)| (g - w).abs()).fold(0.0, f64::max);
+        assert!(worst < 1e-6, "average off by {worst}");
+        assert_ne!(l.average.as_ref().unwrap().weights(), l.online.weights(), "six steps moved the online weights past their average");
+        assert!(file_weights(&l.model_file(&meta).unwrap()) == l.average.as_ref().unwrap().weights(), "the average is published");
+
+        // Saved and restored with the rest of the state.
+        let saved: HashMap<String, Tensor> = l.state_tensors().into_iter().map(|(k, v)| (k, v.copy())).collect();
+        let mut r = Learner::new(&cfg, 5, Device::Cpu).unwrap();
+        r.load_state(&saved, l.step, l.optimizer_steps()).unwrap();
+        assert!(file_weights(&r.model_file(&meta).unwrap()) == l.average.as_ref().unwrap().weights());
+        l.train_step(&b);
+        r.train_step(&b);
+        assert_eq!(r.average.as_ref().unwrap().weights(), l.average.as_ref().unwrap().weights());
+
+        // Turned on over a checkpoint without an average: it starts at the online weights.
+        let mut plain = Learner::new(&DqnConfig { lr: 1e-3, ..Default::default() }, 5, Device::Cpu).unwrap();
+        plain.train_step(&b);
+        assert!(plain.average.is_none());
+        assert!(file_weights(&plain.model_file(&meta).unwrap()) == plain.online.weights(), "tau 0 publishes the online weights");
+        let saved: HashMap<String, Tensor> = plain.state_tensors().into_iter().map(|(k, v)| (k, v.copy())).collect();
+        assert!(!saved.keys().any(|k| k.starts_with("average.")));
+        let mut on = Learner::new(&cfg, 5, Device::Cpu).unwrap();
+        on.load_state(&saved, 1, 1).unwrap();
+        assert_eq!(on.average.as_ref().unwrap().weights(), plain.online.weights());
+    }
+
+    /// A model file's tensors in [`TENSORS`] order.
+    fn file_weights(file: &[u8]) -> Vec<Vec<f32>> {
+        let st = safetensors::SafeTensors::deserialize(file).unwrap();
+        TENSORS.iter().map(|n| st.tensor(n).unwrap().data().chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect()).collect()
+    }
+
     fn saved_online(saved: &HashMap<String, Tensor>) -> Vec<Vec<f32>> {
         TENSORS.iter().map(|n| Vec::<f32>::try_from(&saved[&format!("online.{n}")].view([-1])).unwrap()).collect()
     }
@@ -983,13 +1070,15 @@ mod tests {
 
     #[test]
     fn bad_configs_are_errors_naming_the_field() {
-        let cases: [(DqnConfig, &str); 6] = [
+        let cases: [(DqnConfig, &str); 8] = [
             (DqnConfig { gamma: 1.5, ..Default::default() }, "gamma"),
             (DqnConfig { batch_size: 0, ..Default::default() }, "batch_size"),
             (DqnConfig { lr: -1.0, ..Default::default() }, "lr"),
             (DqnConfig { n_step: 0, ..Default::default() }, "n_step"),
             (DqnConfig { target_sync_every: 0, ..Default::default() }, "target_sync_every"),
             (DqnConfig { max_grad_norm: f64::NAN, ..Default::default() }, "max_grad_norm"),
+            (DqnConfig { publish_average_tau: 1.0, ..Default::default() }, "publish_average_tau"),
+            (DqnConfig { publish_average_tau: -0.1, ..Default::default() }, "publish_average_tau"),
         ];
         for (cfg, field) in cases {
             let err = Learner::new(&cfg, 5, Device::Cpu).err().expect("rejected").to_string();

@@ -56,6 +56,10 @@ pub struct BenchArgs {
     /// `[trainer] threads` defaults to 1).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
+    /// The learner's `[dqn] publish_average_tau` (0: no published average; above 0 each
+    /// step also updates the average, which is what this measures).
+    #[arg(long, default_value_t = 0.0)]
+    pub publish_average_tau: f64,
 }
 
 impl Default for BenchArgs {
@@ -71,6 +75,7 @@ impl Default for BenchArgs {
             repeats: 5,
             actions: 5,
             threads: 0,
+            publish_average_tau: 0.0,
         }
     }
 }
@@ -164,7 +169,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
 
     // --- Table 1 / Figure 4: train step time, device replay vs in-RAM replay ---
-    let cfg_for = |batch| DqnConfig { batch_size: batch, ..Default::default() };
+    let cfg_for = |batch| DqnConfig { batch_size: batch, publish_average_tau: args.publish_average_tau, ..Default::default() };
     let mut replays = Vec::new();
     let fill = Instant::now();
     // Device, in-RAM, then both prioritized.
@@ -232,6 +237,7 @@ mod tests {
             repeats: 2,
             actions: 5,
             threads: 0,
+            publish_average_tau: 0.01,
         };
         run(args).unwrap();
     }
