@@ -148,13 +148,20 @@ fn a_busy_manager_gets_larger_batches_never_past_its_queue() {
     // double to 1,000 and 2,000 transitions, and no further.
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let manager = start_manager_with(
+    let manager = start_manager_edited(
         dir.path(),
         port,
         1,
         // One model for the whole test: a batch holds one model's play, so models
         // published every few steps would cut batches short whatever their size.
         "burn_in = 200\nsamples_per_insert = 128.0\nrate_slack = 1024\ninsert_slack = 2000\ningest_queue_transitions = 2000\npublish_every = 1000000",
+        // Batches cut by size, not by age: the age scales with them, but a debug-built
+        // worker on a slow 2-vCPU VM made about 320 transitions a second, so 0.5 s (2 s
+        // at scale 4) cut them at about 650.
+        &|text| {
+            assert!(text.contains("upload_every_secs = 0.5"), "the test config changed:\n{text}");
+            text.replace("upload_every_secs = 0.5", "upload_every_secs = 30.0")
+        },
     );
     let mut worker = start_worker(dir.path(), port, &[]);
     wait_for(Duration::from_secs(240), "batches scaled up four times", || worker.log().contains("scale=4"), &manager);
@@ -162,9 +169,9 @@ fn a_busy_manager_gets_larger_batches_never_past_its_queue() {
     // the making: up to 8) go first; then four of the larger ones are measured.
     let uploads = || metric(port, "shine_uploads_total").unwrap_or(0.0);
     let start = uploads();
-    wait_for(Duration::from_secs(300), "the older batches sent", || uploads() >= start + 8.0, &manager);
+    wait_for(Duration::from_secs(600), "the older batches sent", || uploads() >= start + 8.0, &manager);
     let (a0, u0) = (metric(port, "shine_transitions_accepted_total").unwrap(), uploads());
-    wait_for(Duration::from_secs(300), "four more uploads", || uploads() >= u0 + 4.0, &manager);
+    wait_for(Duration::from_secs(600), "four more uploads", || uploads() >= u0 + 4.0, &manager);
     let (a1, u1) = (metric(port, "shine_transitions_accepted_total").unwrap(), uploads());
     worker.signal("TERM");
     assert!(worker.wait(Duration::from_secs(60)).success(), "worker log:\n{}", worker.log());

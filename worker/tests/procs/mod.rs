@@ -122,10 +122,14 @@ pub fn spawn(cmd: &mut Command, log: PathBuf) -> Proc {
 
 /// [`start_manager_with`], with `runs` (`[[runs]]` tables) at the end of its config.
 pub fn start_manager_runs(dir: &Path, port: u16, n: usize, trainer: &str, runs: &str) -> Proc {
+    start_manager_edited(dir, port, n, trainer, &|text| text + runs)
+}
+
+/// [`start_manager_with`], its config text passed through `edit` first.
+pub fn start_manager_edited(dir: &Path, port: u16, n: usize, trainer: &str, edit: &dyn Fn(String) -> String) -> Proc {
     let config = write_manager_config(dir, port, trainer);
-    let mut text = std::fs::read_to_string(&config).unwrap();
-    text.push_str(runs);
-    std::fs::write(&config, text).unwrap();
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, edit(text)).unwrap();
     let p = spawn(Command::new(manager_bin()).arg("--config").arg(config), dir.join(format!("manager-{n}.log")));
     wait_for(Duration::from_secs(60), "the manager to answer /healthz", || http_get(port, "/healthz").is_some_and(|b| b.contains("ok")), &p);
     p
