@@ -6,9 +6,10 @@
 # 200-episode survival at level 9; then the medians and the spread (min-max) over the
 # seeds.
 #
-#   scripts/learn-seeds.sh [--minutes M] [--prioritized] [--stop-at F] [--label NAME] SEED...
+#   scripts/learn-seeds.sh [--minutes M] [--config FILE] [--prioritized] [--stop-at F] [--label NAME] SEED...
 #
 #   --minutes M      training time of each seed (default 30)
+#   --config FILE    the manager's config (learn.sh --config; default configs/learn.toml)
 #   --prioritized    prioritized replay (learn.sh --prioritized)
 #   --stop-at F      stop each seed once its evaluation window reaches F (learn.sh
 #                    --stop-at): the minute measurement without the rest of the half hour
@@ -23,10 +24,11 @@ set -euo pipefail
 # run goes on (it takes half an hour or more) does not change what it does.
 {
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-minutes=30 prioritized= stop_at= label= seeds=()
+minutes=30 config= prioritized= stop_at= label= seeds=()
 while (( $# )); do
     case $1 in
         --minutes) minutes=$2; shift 2 ;;
+        --config) config=$2; shift 2 ;;
         --prioritized) prioritized=--prioritized; shift ;;
         --stop-at) stop_at=$2; shift 2 ;;
         --label) label=$2; shift 2 ;;
@@ -42,7 +44,7 @@ mkdir -p "$out"
 
 for s in "${seeds[@]}"; do
     echo "=== seed $s ($label) ==="
-    scripts/learn.sh "$minutes" --seed "$s" $prioritized ${stop_at:+--stop-at "$stop_at"} --data "$out/seed-$s"
+    scripts/learn.sh "$minutes" --seed "$s" ${config:+--config "$config"} $prioritized ${stop_at:+--stop-at "$stop_at"} --data "$out/seed-$s"
 done
 
 python3 - "$out" "$label" "$minutes" "$stop_at" "${seeds[@]}" <<'PY' | tee "$out/summary.md"
