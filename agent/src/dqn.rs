@@ -383,6 +383,28 @@ pub struct TrainOutput {
     pub td_abs: Option<Tensor>,
 }
 
+/// A batch's 57 columns, unpacked (views, no copies).
+struct Columns {
+    states: Tensor,
+    /// `[B, 1]` int64.
+    actions: Tensor,
+    rewards: Tensor,
+    next_states: Tensor,
+    terminal: Tensor,
+}
+
+impl Columns {
+    fn of(batch: &Tensor) -> Columns {
+        Columns {
+            states: batch.narrow(1, col::STATE as i64, STATE_DIM as i64),
+            actions: batch.narrow(1, col::ACTION as i64, 1).to_kind(Kind::Int64),
+            rewards: batch.select(1, col::REWARD as i64),
+            next_states: batch.narrow(1, col::NEXT_STATE as i64, STATE_DIM as i64),
+            terminal: batch.select(1, col::TERMINAL as i64),
+        }
+    }
+}
+
 /// Online and target networks, optimizer state and the step counter.
 pub struct Learner {
     pub online: DuelingDqn,
@@ -442,13 +464,8 @@ impl Learner {
     /// prioritized replay's importance weights); the output then carries the rows'
     /// |TD errors|. `None` is the plain step.
     pub fn train_step_weighted(&mut self, batch: &Tensor, weights: Option<&Tensor>) -> TrainOutput {
-        // Unpack the 57 columns (views, no copies).
         let rows = batch.size()[0];
-        let states = batch.narrow(1, col::STATE as i64, STATE_DIM as i64);
-        let actions = batch.narrow(1, col::ACTION as i64, 1).to_kind(Kind::Int64); // [B, 1]
-        let rewards = batch.select(1, col::REWARD as i64);
-        let next_states = batch.narrow(1, col::NEXT_STATE as i64, STATE_DIM as i64);
-        let terminal = batch.select(1, col::TERMINAL as i64);
+        let Columns { states, actions, rewards, next_states, terminal } = Columns::of(batch);
 
         // Double DQN's online forward over the next states rides along with the states'
         // in one pass of 2B rows; only the states' half has a backward.
@@ -513,6 +530,17 @@ impl Learner {
             self.sync_target();
         }
         TrainOutput { loss, mean_q: q_taken.mean(Kind::Float), grad_norm, td_abs }
+    }
+
+    /// Each row's |TD error| under the target network alone, `[B]`: `|r + gamma^n (1 -
+    /// terminal) max_a Q'(s', a) - Q'(s, a)|`. What an Ape-X actor computes with its
+    /// frozen copy of the model as a new row's priority; the target net is the
+    /// learner's frozen copy. Changes nothing.
+    pub fn frozen_td_abs(&self, batch: &Tensor) -> Tensor {
+        let Columns { states, actions, rewards, next_states, terminal } = Columns::of(batch);
+        let next_q = self.target.activations(&next_states).q().amax(1, false);
+        let td_target = &rewards + (1.0 - &terminal) * next_q * self.gamma_n;
+        (self.target.activations(&states).q_of(&actions) - &td_target).abs()
     }
 
     /// Copy the online weights into the target net.
@@ -775,6 +803,31 @@ mod tests {
             / 8.0;
         let got = scalar(&l.train_step(&b).loss) as f64;
         assert!((got - want).abs() < 1e-5, "loss {got}, expected {want}");
+    }
+
+    #[test]
+    fn frozen_td_errors_use_the_target_net_alone_and_change_nothing() {
+        tch::manual_seed(5);
+        let cfg = DqnConfig { n_step: 3, gamma: 0.9, ..Default::default() };
+        let mut l = Learner::new(&cfg, 5, Device::Cpu).unwrap();
+        l.target.set_weights(&DuelingDqn::new(Device::Cpu, 5).weights());
+        let (online, target) = (l.online.weights(), l.target.weights());
+        let v = |t: Tensor| Vec::<f32>::try_from(&t.view([-1])).unwrap();
+        for terminal in [0.0, 1.0] {
+            let b = batch(8, 5, terminal);
+            let q = v(l.target.forward(&b.narrow(1, 0, STATE_DIM as i64)));
+            let qn = v(l.target.forward(&b.narrow(1, col::NEXT_STATE as i64, STATE_DIM as i64)));
+            let rows = v(b.shallow_clone());
+            let got = v(l.frozen_td_abs(&b));
+            assert_eq!(got.len(), 8);
+            for i in 0..8 {
+                let r = &rows[i * TRANSITION_FLOATS..];
+                let best = qn[i * 5..i * 5 + 5].iter().copied().fold(f32::MIN, f32::max) as f64;
+                let want = (q[i * 5 + r[col::ACTION] as usize] as f64 - r[col::REWARD] as f64 - (1.0 - terminal as f64) * 0.9f64.powi(3) * best).abs();
+                assert!((got[i] as f64 - want).abs() < 1e-5, "terminal {terminal}, row {i}: {} vs {want}", got[i]);
+            }
+        }
+        assert_eq!((l.online.weights(), l.target.weights(), l.step), (online, target, 0), "scoring rows trains nothing");
     }
 
     #[test]

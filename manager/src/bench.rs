@@ -157,14 +157,14 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let add_capacity = adds.next_multiple_of(max_update);
     let repeats = args.repeats.max(1);
     let mut host = HostReplay::new(add_capacity, device)?;
-    let host_us = median((0..repeats).map(|_| add_cost(&mut |r| host.push(r).expect("whole rows"), &rows, device)).collect());
+    let host_us = median((0..repeats).map(|_| add_cost(&mut |r| host.push(r, &[f32::NAN]).expect("one whole row"), &rows, device)).collect());
     drop(host);
     println!("\nAdding one experience ({adds} added one at a time, median of {repeats} runs; in-RAM replay: {host_us:.3} us)\n");
     println!("| update size | device replay (us / experience) | in-RAM replay (us / experience) |");
     println!("|---:|---:|---:|");
     for &u in &args.update_sizes {
         let mut dev = DeviceReplay::new(add_capacity, u, device).with_context(|| format!("update size {u}"))?;
-        let us = median((0..repeats).map(|_| add_cost(&mut |r| dev.push(r).expect("whole rows"), &rows, device)).collect());
+        let us = median((0..repeats).map(|_| add_cost(&mut |r| dev.push(r, &[f32::NAN]).expect("one whole row"), &rows, device)).collect());
         println!("| {u} | {us:.3} | {host_us:.3} |");
     }
 

@@ -86,20 +86,31 @@ impl Priorities {
         }
     }
 
-    /// Rows `start .. start + n` (not wrapping) were just written: they enter at the
-    /// running maximum.
-    pub fn added(&mut self, start: usize, n: usize) {
+    /// Rows `start .. start + td_abs.len()` (not wrapping) were just written. Each
+    /// enters at the priority of its |TD error| in `td_abs`, or, where that is NaN, at
+    /// the running maximum (`[replay] new_priority`).
+    pub fn added(&mut self, start: usize, td_abs: &[f32]) {
+        let n = td_abs.len();
         if n == 0 {
             return;
         }
         let (first, last) = (start / BLOCK, (start + n - 1) / BLOCK);
         if self.host {
-            let max = host(&self.max)[0];
-            host_mut(&mut self.p)[start..start + n].fill(max);
+            let (eps, alpha) = (self.eps as f32, self.alpha as f32);
+            let max = &mut host_mut(&mut self.max)[0];
+            let p = &mut host_mut(&mut self.p)[start..start + n];
+            let at_max = *max;
+            for (p, &td) in p.iter_mut().zip(td_abs) {
+                *p = if td.is_nan() { at_max } else { (td + eps).powf(alpha) };
+                *max = max.max(*p);
+            }
             self.refresh_host(first..=last);
             return;
         }
-        let _ = self.p.narrow(0, start as i64, n as i64).fill_tensor_(&self.max);
+        let td = Tensor::from_slice(td_abs).to_device(self.device);
+        let new = (&td + self.eps).pow_tensor_scalar(self.alpha).where_self(&td.isnan().logical_not(), &self.max);
+        self.max = self.max.maximum(&new.max());
+        self.p.narrow(0, start as i64, n as i64).copy_(&new);
         let touched = Tensor::arange_start(first as i64, last as i64 + 1, (Kind::Int64, self.device));
         self.refresh(&touched);
     }
@@ -300,6 +311,11 @@ mod tests {
         both(capacity, 1.0, 1e-6)
     }
 
+    /// `n` rows without a TD error: they enter at the running maximum.
+    fn unscored(n: usize) -> Vec<f32> {
+        vec![f32::NAN; n]
+    }
+
     fn way(pri: &Priorities) -> &'static str {
         if pri.host {
             "host loops"
@@ -310,7 +326,7 @@ mod tests {
 
     /// Give the rows of `pri` exactly the priorities `ps` (alpha 1, eps 0 aside).
     fn set(pri: &mut Priorities, ps: &[f32]) {
-        pri.added(0, ps.len());
+        pri.added(0, &unscored(ps.len()));
         let idx = Tensor::arange(ps.len() as i64, (Kind::Int64, Device::Cpu));
         pri.update(&idx, &(Tensor::from_slice(ps) - pri.eps));
     }
@@ -374,7 +390,7 @@ mod tests {
         let n = 3000;
         for mut pri in both(n, 0.0, 1e-6) {
             tch::manual_seed(13);
-            pri.added(0, n);
+            pri.added(0, &unscored(n));
             let idx = Tensor::arange(n as i64, (Kind::Int64, Device::Cpu));
             pri.update(&idx, &Tensor::rand([n as i64], (Kind::Float, Device::Cpu)).g_mul_scalar(100.0));
             let d = pri.draw(256, 0.4);
@@ -418,7 +434,7 @@ mod tests {
         for mut pri in cpu(n) {
             tch::manual_seed(15);
             let w = way(&pri);
-            pri.added(0, n);
+            pri.added(0, &unscored(n));
             let d = pri.draw(32, 0.4);
             let idx = Vec::<i64>::try_from(&d.indices).unwrap();
             let td: Vec<f32> = (0..32).map(|k| 10.0 + k as f32).collect();
@@ -439,8 +455,41 @@ mod tests {
             }
             assert!((f32::try_from(&pri.max).unwrap() - (41.0 + 1e-6)).abs() < 1e-4, "{w}: the running maximum follows updates");
             // New rows enter at the running maximum.
-            pri.added(5, 1);
+            pri.added(5, &unscored(1));
             assert!((pri.values()[5] - 41.0).abs() < 1e-4, "{w}");
+        }
+    }
+
+    #[test]
+    fn scored_rows_enter_at_their_td_errors_priority_and_unscored_at_the_maximum() {
+        for mut pri in both(3 * BLOCK, 0.5, 0.01) {
+            let w = way(&pri);
+            // Rows 1020..1030 straddle blocks 0 and 1; two of them come without a score.
+            let mut td: Vec<f32> = (0..10).map(|i| i as f32).collect();
+            td[3] = f32::NAN;
+            td[7] = f32::NAN;
+            pri.added(1020, &td);
+            let p = pri.values();
+            let max = (9.0f32 + 0.01).sqrt();
+            for (i, &t) in td.iter().enumerate() {
+                // Unscored rows take the maximum as it stood before the call: the p_1 = 1.
+                let want = if t.is_nan() { 1.0 } else { (t + 0.01).sqrt() };
+                assert!((p[1020 + i] - want).abs() < 1e-5, "{w}: row {}: {} vs {want}", 1020 + i, p[1020 + i]);
+            }
+            assert!((f32::try_from(&pri.max).unwrap() - max).abs() < 1e-5, "{w}: scored rows raise the running maximum");
+            let sums = Vec::<f32>::try_from(&pri.sums).unwrap();
+            assert!((sums[0] - p[1020..1024].iter().sum::<f32>()).abs() < 1e-4, "{w}: block 0's sum");
+            assert!((sums[1] - p[1024..1030].iter().sum::<f32>()).abs() < 1e-4, "{w}: block 1's sum");
+            // The next unscored row enters at the new maximum.
+            pri.added(2000, &unscored(1));
+            assert!((pri.values()[2000] - max).abs() < 1e-5, "{w}");
+            // Draws follow the scored priorities: row 1020 (|TD| 0) is the rarest.
+            let c = counts(&pri, 128_000, 64, 3 * BLOCK);
+            let total: f32 = pri.values().iter().sum();
+            for i in [1020, 1029, 2000] {
+                let expected = pri.values()[i] as f64 / total as f64 * 128_000.0;
+                assert!((c[i] - expected).abs() < 5.0 * expected.sqrt() + 5.0, "{w}: row {i}: {} draws, {expected:.0} expected", c[i]);
+            }
         }
     }
 
@@ -473,8 +522,8 @@ mod tests {
         written[..1500].fill(true);
         written[2200..n - 100].fill(true);
         for pri in [&mut host, &mut tensors] {
-            pri.added(0, 1500);
-            pri.added(2200, n - 2200 - 100);
+            pri.added(0, &unscored(1500));
+            pri.added(2200, &unscored(n - 2200 - 100));
             let rows =
                 Tensor::cat(&[Tensor::arange(1500, (Kind::Int64, Device::Cpu)), Tensor::arange_start(2200, (n - 100) as i64, (Kind::Int64, Device::Cpu))], 0);
             pri.update(&rows, &(values.index_select(0, &rows) - 0.5));
@@ -498,7 +547,7 @@ mod tests {
             if round % 10 == 9 {
                 let start = n - 100 + round as usize / 10 * 10;
                 for pri in [&mut host, &mut tensors] {
-                    pri.added(start, 10);
+                    pri.added(start, &unscored(10));
                 }
                 written[start..start + 10].fill(true);
             }

@@ -53,6 +53,17 @@ pub enum Sampling {
     Prioritized,
 }
 
+/// Prioritized only: the priority a row enters the replay with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NewPriority {
+    /// The largest priority so far (Schaul et al.): every new row is drawn soon.
+    Max,
+    /// Its |TD error| when it arrives, under the learner's target network (Ape-X's
+    /// choice, whose actors compute it with their own copy of the model).
+    Td,
+}
+
 /// The `[replay]` section of `configs/manager.toml`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -82,6 +93,8 @@ pub struct ReplayConfig {
     pub beta_steps: u64,
     /// Prioritized only: added to every |TD error| so that no row becomes undrawable.
     pub priority_eps: f64,
+    /// Prioritized only: `max` (the default) or `td`, the priority a new row enters with.
+    pub new_priority: NewPriority,
 }
 
 impl Default for ReplayConfig {
@@ -95,6 +108,7 @@ impl Default for ReplayConfig {
             beta: 0.4,
             beta_steps: 1_000_000,
             priority_eps: 1e-3,
+            new_priority: NewPriority::Max,
         }
     }
 }
@@ -107,6 +121,8 @@ pub enum ReplayError {
     Memory { capacity: usize, need_mib: usize, place: String, problem: String },
     #[error("{0} floats is not a whole number of {W}-float transitions")]
     Ragged(usize),
+    #[error("{rows} transitions came with {scores} TD errors")]
+    Scores { rows: usize, scores: usize },
     #[error("cannot sample: no experience is visible to sampling yet")]
     Empty,
 }
@@ -207,12 +223,23 @@ fn check_rows(rows: &[f32]) -> Result<(), ReplayError> {
     Ok(())
 }
 
+/// [`check_rows`], and one |TD error| per row.
+fn check_scored(rows: &[f32], td: &[f32]) -> Result<(), ReplayError> {
+    check_rows(rows)?;
+    if td.len() != rows.len() / W {
+        return Err(ReplayError::Scores { rows: rows.len() / W, scores: td.len() });
+    }
+    Ok(())
+}
+
 /// The paper's in-GPU replay.
 pub struct DeviceReplay {
     /// `[capacity, 57]` on the device.
     ring: Tensor,
     /// Up to `update_size` rows waiting for the next block write.
     staging: Vec<f32>,
+    /// Their |TD errors| for the priorities (NaN: enter at the running maximum).
+    staging_td: Vec<f32>,
     capacity: usize,
     update_size: usize,
     /// Ring row the next block starts at.
@@ -228,20 +255,21 @@ impl DeviceReplay {
     pub fn new(capacity: usize, update_size: usize, device: Device) -> Result<Self, ReplayError> {
         ReplayConfig { kind: ReplayKind::Device, capacity, update_size, ..Default::default() }.validate()?;
         let ring = allocate_ring(capacity, device)?;
-        Ok(DeviceReplay { ring, staging: Vec::with_capacity(update_size * W), capacity, update_size, next: 0, len: 0, device, prio: None })
+        Ok(DeviceReplay { ring, staging: Vec::with_capacity(update_size * W), staging_td: Vec::with_capacity(update_size), capacity, update_size, next: 0, len: 0, device, prio: None })
     }
 
-    /// Queue `rows` (whole transitions); every completed block of `update_size` rows
-    /// is written to the device.
-    pub fn push(&mut self, rows: &[f32]) -> Result<(), ReplayError> {
-        check_rows(rows)?;
-        let block = self.update_size * W;
-        let mut rest = rows;
-        while !rest.is_empty() {
-            let take = (block - self.staging.len()).min(rest.len());
-            self.staging.extend_from_slice(&rest[..take]);
-            rest = &rest[take..];
-            if self.staging.len() == block {
+    /// Queue `rows` (whole transitions) with their |TD errors| `td` (one per row, NaN
+    /// for "at the running maximum"); every completed block of `update_size` rows is
+    /// written to the device.
+    pub fn push(&mut self, rows: &[f32], td: &[f32]) -> Result<(), ReplayError> {
+        check_scored(rows, td)?;
+        let mut rest = (rows, td);
+        while !rest.1.is_empty() {
+            let take = (self.update_size - self.staging_td.len()).min(rest.1.len());
+            self.staging.extend_from_slice(&rest.0[..take * W]);
+            self.staging_td.extend_from_slice(&rest.1[..take]);
+            rest = (&rest.0[take * W..], &rest.1[take..]);
+            if self.staging_td.len() == self.update_size {
                 self.write_staged();
             }
         }
@@ -267,12 +295,13 @@ impl DeviceReplay {
             self.ring.narrow(0, 0, (n - first) as i64).copy_(&src.narrow(0, first as i64, (n - first) as i64));
         }
         if let Some(p) = &mut self.prio {
-            p.added(self.next, first);
-            p.added(0, n - first);
+            p.added(self.next, &self.staging_td[..first]);
+            p.added(0, &self.staging_td[first..]);
         }
         self.next = (self.next + n) % self.capacity;
         self.len = (self.len + n).min(self.capacity);
         self.staging.clear();
+        self.staging_td.clear();
     }
 
     /// `batch` rows drawn with replacement (uniformly, or by priority with weights at
@@ -330,21 +359,22 @@ impl HostReplay {
         })
     }
 
-    /// Append `rows` (whole transitions), overwriting the oldest when full.
-    pub fn push(&mut self, rows: &[f32]) -> Result<(), ReplayError> {
-        check_rows(rows)?;
+    /// Append `rows` (whole transitions) with their |TD errors| `td` (one per row, NaN
+    /// for "at the running maximum"), overwriting the oldest when full.
+    pub fn push(&mut self, rows: &[f32], td: &[f32]) -> Result<(), ReplayError> {
+        check_scored(rows, td)?;
         // Only the newest `capacity` rows can survive the push.
-        let n = rows.len() / W;
+        let n = td.len();
         let skip = n.saturating_sub(self.capacity);
-        let mut rest = &rows[skip * W..];
+        let mut rest = (&rows[skip * W..], &td[skip..]);
         self.next = (self.next + skip) % self.capacity;
-        while !rest.is_empty() {
-            let take = (self.capacity - self.next).min(rest.len() / W);
-            self.ring[self.next * W..(self.next + take) * W].copy_from_slice(&rest[..take * W]);
+        while !rest.1.is_empty() {
+            let take = (self.capacity - self.next).min(rest.1.len());
+            self.ring[self.next * W..(self.next + take) * W].copy_from_slice(&rest.0[..take * W]);
             if let Some(p) = &mut self.prio {
-                p.added(self.next, take);
+                p.added(self.next, &rest.1[..take]);
             }
-            rest = &rest[take * W..];
+            rest = (&rest.0[take * W..], &rest.1[take..]);
             self.next = (self.next + take) % self.capacity;
         }
         self.len = (self.len + n).min(self.capacity);
@@ -411,11 +441,27 @@ impl Replay {
         }
     }
 
-    /// Add whole transitions (`k x 57` floats).
+    /// Add whole transitions (`k x 57` floats); with prioritized sampling they enter
+    /// at the running maximum.
     pub fn push(&mut self, rows: &[f32]) -> Result<(), ReplayError> {
+        self.push_scored(rows, None)
+    }
+
+    /// [`Replay::push`] with each row's |TD error| (`k` values, `[replay] new_priority =
+    /// "td"`), from which prioritized sampling computes its priority; `None`, or a NaN,
+    /// enters at the running maximum.
+    pub fn push_scored(&mut self, rows: &[f32], td_abs: Option<&[f32]>) -> Result<(), ReplayError> {
+        let unscored;
+        let td = match td_abs {
+            Some(td) => td,
+            None => {
+                unscored = vec![f32::NAN; rows.len() / W];
+                &unscored
+            }
+        };
         match self {
-            Replay::Device(r) => r.push(rows),
-            Replay::Host(r) => r.push(rows),
+            Replay::Device(r) => r.push(rows, td),
+            Replay::Host(r) => r.push(rows, td),
         }
     }
 
@@ -470,6 +516,15 @@ impl Replay {
                 }
             }
         }
+    }
+
+    /// With prioritized sampling, every row's priority `p_i` (tests, diagnostics): a copy.
+    pub fn priorities(&self) -> Option<Vec<f32>> {
+        match self {
+            Replay::Device(r) => r.prio.as_ref(),
+            Replay::Host(r) => r.prio.as_ref(),
+        }
+        .map(Priorities::values)
     }
 
     /// Make staged rows visible to sampling (tests, benchmarks).
@@ -621,11 +676,29 @@ mod tests {
     }
 
     fn priorities(r: &Replay) -> Vec<f32> {
-        let p = match r {
-            Replay::Device(d) => d.prio.as_ref(),
-            Replay::Host(h) => h.prio.as_ref(),
-        };
-        p.expect("prioritized").values()
+        r.priorities().expect("prioritized")
+    }
+
+    #[test]
+    fn scored_rows_take_their_own_priority_across_the_ring_end() {
+        for kind in [ReplayKind::Device, ReplayKind::Host] {
+            // 2,600 rows through a ring of 2,000 in blocks of 300, each scored with its
+            // own id as its TD error, except batches 3, 9 and 12: they start a device block
+            // (600, 1800, 2400), so on both kinds they enter at the largest id before them.
+            let mut r = prioritized(kind, 2000, 300);
+            for k in 0..13 {
+                let batch = k * 200..(k + 1) * 200;
+                let td: Vec<f32> = batch.clone().map(|id| id as f32).collect();
+                r.push_scored(&rows(batch), (k % 3 != 0 || k == 0).then_some(&td[..])).unwrap();
+            }
+            r.flush();
+            let p = priorities(&r);
+            for (slot, id) in ring_ids(&r).into_iter().enumerate() {
+                let want = if (id / 200) % 3 != 0 { id as f32 } else { (id - id % 200 - 1) as f32 };
+                assert!((p[slot] - want).abs() <= 1e-3 * want.max(1.0), "{kind:?}: row {id} at slot {slot}: priority {} vs {want}", p[slot]);
+            }
+            assert!(matches!(r.push_scored(&rows(0..3), Some(&[1.0, 2.0])), Err(ReplayError::Scores { rows: 3, scores: 2 })), "{kind:?}");
+        }
     }
 
     #[test]

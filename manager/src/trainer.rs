@@ -40,11 +40,11 @@
 
 use crate::checkpoint::{self, RunCounters};
 use crate::device::{Device, Msg, RunId};
-use crate::replay::{Replay, ReplayConfig, ReplayKind};
+use crate::replay::{NewPriority, Replay, ReplayConfig, ReplayKind, Sampling};
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 use shine_agent::dqn::{DqnConfig, Learner};
-use shine_agent::experience::{Batch, Expect};
+use shine_agent::experience::{Batch, Expect, TRANSITION_FLOATS};
 use shine_agent::model::ModelMeta;
 use shine_agent::ActionSet;
 use std::path::PathBuf;
@@ -52,6 +52,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
+use tch::Tensor;
 use thiserror::Error;
 
 /// The `[trainer]` section of `configs/manager.toml`.
@@ -635,8 +636,15 @@ impl RunTrainer {
     }
 
     pub(crate) fn ingest(&mut self, b: Batch) -> anyhow::Result<()> {
-        let pushed = self.replay.push(&b.data);
         let n = b.count() as u64;
+        let pushed = if self.scores_new_rows() {
+            // Read back to the host: the rows are staged there until their block is written.
+            let rows = Tensor::from_slice(&b.data).view([n as i64, TRANSITION_FLOATS as i64]).to_device(self.learner.device());
+            let td = Vec::<f32>::try_from(&self.learner.frozen_td_abs(&rows)).context("reading the new rows' TD errors")?;
+            self.replay.push_scored(&b.data, Some(&td))
+        } else {
+            self.replay.push(&b.data)
+        };
         self.shared.queued.fetch_sub(n, Ordering::AcqRel);
         pushed?;
         self.limiter.inserted(n);
@@ -650,6 +658,12 @@ impl RunTrainer {
         s.training = self.replay.len() >= self.cfg.burn_in.max(1);
         s.samples_per_insert = self.limiter.actual();
         Ok(())
+    }
+
+    /// Whether new rows enter the prioritized replay at their own TD error's priority
+    /// (`[replay] new_priority = "td"`) rather than at the running maximum.
+    fn scores_new_rows(&self) -> bool {
+        self.replay_cfg.sampling == Sampling::Prioritized && self.replay_cfg.new_priority == NewPriority::Td
     }
 
     pub(crate) fn train_step(&mut self) -> anyhow::Result<()> {
@@ -925,6 +939,31 @@ pub(crate) mod tests {
             h.shutdown().unwrap();
             assert!(s.loss.is_finite() && s.mean_q.is_finite(), "{kind:?}: {s:?}");
             assert!(published.lock().unwrap().len() > 1, "{kind:?}: models were published");
+        }
+    }
+
+    #[test]
+    fn new_rows_enter_at_their_frozen_td_errors_priority_or_at_the_maximum() {
+        for (new_priority, kind) in [(NewPriority::Td, ReplayKind::Device), (NewPriority::Td, ReplayKind::Host), (NewPriority::Max, ReplayKind::Device)] {
+            let tmp = tempfile::tempdir().unwrap();
+            let (t, mut r, d) = small();
+            (r.kind, r.sampling, r.new_priority) = (kind, Sampling::Prioritized, new_priority);
+            let setup = RunSetup { name: "default".into(), weight: 1.0, trainer: t, replay: r.clone(), dqn: d, actions: ActionSet::Untouchable, restore: Restore { data_dir: tmp.path().into(), ..Default::default() } };
+            let mut run = RunTrainer::build(setup, tch::Device::Cpu, Default::default(), Box::new(|_| {})).unwrap();
+            let b = batch(20, 0);
+            run.shared.queued.fetch_add(20, Ordering::AcqRel);
+            run.ingest(b.clone()).unwrap();
+            let rows = Tensor::from_slice(&b.data).view([20, TRANSITION_FLOATS as i64]);
+            let td = Vec::<f32>::try_from(&run.learner.frozen_td_abs(&rows)).unwrap();
+            let p = run.replay.priorities().expect("prioritized");
+            for i in 0..20 {
+                let want = match new_priority {
+                    NewPriority::Td => (td[i] + r.priority_eps as f32).powf(r.alpha as f32),
+                    NewPriority::Max => 1.0,
+                };
+                assert!((p[i] - want).abs() < 1e-5, "{new_priority:?}, {kind:?}: row {i}: {} vs {want}", p[i]);
+            }
+            assert!(td.iter().any(|&x| (x - td[0]).abs() > 1e-3), "the rows' TD errors differ, so the check means something");
         }
     }
 
