@@ -779,13 +779,20 @@ mod tests {
         assert!((got - want).abs() < 1e-5, "loss {got}, expected {want} (no bootstrap)");
     }
 
-    #[test]
-    fn n_step_bootstrap_uses_gamma_to_the_n_and_double_dqn_lets_online_choose() {
-        tch::manual_seed(3);
+    /// A learner with 3-step returns at gamma 0.9 and 5 actions whose target net differs
+    /// from its online net, so that which net values what matters.
+    fn learner_with_distinct_nets(seed: i64) -> Learner {
+        tch::manual_seed(seed);
         let cfg = DqnConfig { n_step: 3, gamma: 0.9, ..Default::default() };
         let mut l = Learner::new(&cfg, 5, Device::Cpu).unwrap();
-        // Make the nets differ so that "online chooses, target values" matters.
         l.target.set_weights(&DuelingDqn::new(Device::Cpu, 5).weights());
+        l
+    }
+
+    #[test]
+    fn n_step_bootstrap_uses_gamma_to_the_n_and_double_dqn_lets_online_choose() {
+        // The nets differ so that "online chooses, target values" matters.
+        let mut l = learner_with_distinct_nets(3);
         let b = batch(8, 5, 0.0);
         let v = |t: Tensor| Vec::<f32>::try_from(&t.view([-1])).unwrap();
         let q = v(l.online.forward(&b.narrow(1, 0, STATE_DIM as i64)));
@@ -807,10 +814,7 @@ mod tests {
 
     #[test]
     fn frozen_td_errors_use_the_target_net_alone_and_change_nothing() {
-        tch::manual_seed(5);
-        let cfg = DqnConfig { n_step: 3, gamma: 0.9, ..Default::default() };
-        let mut l = Learner::new(&cfg, 5, Device::Cpu).unwrap();
-        l.target.set_weights(&DuelingDqn::new(Device::Cpu, 5).weights());
+        let l = learner_with_distinct_nets(5);
         let (online, target) = (l.online.weights(), l.target.weights());
         let v = |t: Tensor| Vec::<f32>::try_from(&t.view([-1])).unwrap();
         for terminal in [0.0, 1.0] {
