@@ -1,0 +1,173 @@
+"""``python -m shine_bot``: play a Shine model in Slippi Dolphin, or dump a replay's states."""
+
+import argparse
+import os
+import sys
+from typing import List, Optional
+
+from . import __version__
+
+STAGES = ("FINAL_DESTINATION", "BATTLEFIELD", "POKEMON_STADIUM", "DREAMLAND", "FOUNTAIN_OF_DREAMS", "YOSHIS_STORY")
+
+DESCRIPTION = """\
+Run a Shine model (a Dueling DQN trained by Shine, one .safetensors file) as a
+Super Smash Bros. Melee bot in Slippi Dolphin through libmelee, or compute the
+27-float states Shine's models see from a Slippi replay.
+
+The bot plays Fox. Each model names its action set ("untouchable": 5 macro-actions,
+the paper's nothing / shine / spot dodge / roll left / roll right; or "fight": 23
+pad states held 4 frames). The bot decides when the macro it is playing ends, always
+greedily (the action with the largest Q-value).
+
+exit codes: 0 done, 1 failure while running (Dolphin, the game), 2 bad input
+(missing files, bad ports, a model this adapter cannot use, a port not in a replay).
+"""
+
+PLAY_HELP = """\
+Start Slippi Dolphin with the Melee image, let the bot pick Fox on --port through
+the character and stage menus (libmelee's MenuHelper), and press the model's
+macro-actions, frame by frame, in every game until Dolphin closes or Ctrl-C.
+The opponent's port is left to you (a human) or whatever is plugged there;
+start the match yourself (or pass --autostart for a bot-only setup).
+"""
+
+STATES_HELP = """\
+Read a Slippi replay (.slp) with libmelee, without Dolphin, and write one CSV row per
+frame: the 27 floats Shine's model sees with --port as the bot (its 13 floats
+second) and --opponent-port as the opponent (first).
+
+CSV: header "frame,s0,...,s26" (plus ",action" with --model); "frame" is the game's
+frame number, from Slippi's first frame (-123); s0-s12 the opponent, s13-s25 the
+bot, s26 the shine flag (0: nothing was played); floats as format(v, '.9g'), which
+reads back as the same float32; "action" the model's greedy action on the row
+(ties to the lowest index). Fields a replay's Slippi version does not record are
+written as: self speeds 0, in air 0, jumps used 0, hitlag 0 (a note says which).
+Charging smash is never in Slippi's data: always 0.
+"""
+
+
+class UsageError(Exception):
+    pass
+
+
+def _port(s: str) -> int:
+    try:
+        p = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"port {s!r} is not a number (1-4)") from None
+    if not 1 <= p <= 4:
+        raise argparse.ArgumentTypeError(f"port {p} is not a controller port (1-4)")
+    return p
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m shine_bot", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--version", action="version", version=f"shine-bot {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    play = sub.add_parser(
+        "play", help="play a model in Slippi Dolphin", description=PLAY_HELP, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    play.add_argument("--model", required=True, metavar="FILE", help="the model file (.safetensors) from Shine's manager or dashboard")
+    play.add_argument(
+        "--dolphin",
+        required=True,
+        metavar="PATH",
+        help="Slippi Dolphin: its executable, or the folder holding it (libmelee's Console path)",
+    )
+    play.add_argument("--iso", required=True, metavar="PATH", help="the Melee NTSC 1.02 disc image")
+    play.add_argument("--port", type=_port, default=2, metavar="N", help="the bot's controller port, 1-4 (default 2)")
+    play.add_argument(
+        "--opponent-port", type=_port, default=1, metavar="M", help="the opponent's controller port, 1-4 (default 1)"
+    )
+    play.add_argument("--stage", choices=STAGES, default="FINAL_DESTINATION", help="the stage the bot picks if it gets to (default FINAL_DESTINATION)")
+    play.add_argument("--autostart", action="store_true", help="start the match once everyone is ready (for bot-only setups)")
+
+    states = sub.add_parser(
+        "states",
+        help="write a replay's 27-float states as CSV",
+        description=STATES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    states.add_argument("--slp", required=True, metavar="FILE", help="the Slippi replay")
+    states.add_argument("--port", type=_port, required=True, metavar="N", help="the bot's port in the replay, 1-4")
+    states.add_argument(
+        "--opponent-port",
+        type=_port,
+        metavar="M",
+        help="the opponent's port (default: the one other player; an error if there is not exactly one)",
+    )
+    states.add_argument("--model", metavar="FILE", help="also write each frame's greedy action of this model")
+    states.add_argument("--out", required=True, metavar="FILE.csv", help="where to write the CSV")
+
+    info = sub.add_parser("info", help="check a model file and print its metadata and action set")
+    info.add_argument("--model", required=True, metavar="FILE", help="the model file (.safetensors)")
+    return p
+
+
+def _need_file(path: str, what: str) -> None:
+    if not os.path.exists(path):
+        raise UsageError(f"{what} {path!r} does not exist")
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = parser().parse_args(argv)
+    from . import model as model_mod
+
+    try:
+        if args.command == "info":
+            _need_file(args.model, "model file")
+            net = model_mod.load(args.model)
+            m = net.meta
+            print(f"{args.model}: {model_mod.FORMAT} v{model_mod.FORMAT_VERSION}, model_version {m.model_version}, train_step {m.train_step}")
+            print(f"layers {model_mod.STATE_DIM},{m.shared},{m.stream}; action set {m.action_set!r} ({m.action_count} actions):")
+            for i, mac in enumerate(net.macros):
+                print(f"  {i:2d} {mac.name} ({len(mac.script)} frames)")
+            return 0
+        if args.command == "states":
+            from . import states as states_mod
+
+            _need_file(args.slp, "replay")
+            if args.opponent_port is not None and args.opponent_port == args.port:
+                raise UsageError(f"--port and --opponent-port are both {args.port}: the bot and its opponent need different ports")
+            if args.model:
+                _need_file(args.model, "model file")
+            out_dir = os.path.dirname(os.path.abspath(args.out))
+            if not os.path.isdir(out_dir):
+                raise UsageError(f"the folder of --out, {out_dir!r}, does not exist")
+            rows, info = states_mod.run(args.slp, args.port, args.out, args.opponent_port, args.model)
+            print(
+                f"shine-bot: wrote {rows} frames to {args.out} (bot port {args.port} {info.get('bot_character')}, "
+                f"opponent port {info.get('opponent_port')} {info.get('opponent_character')}, Slippi {info.get('slp_version')})",
+                file=sys.stderr,
+            )
+            return 0
+        if args.command == "play":
+            from . import play as play_mod
+
+            if args.port == args.opponent_port:
+                raise UsageError(f"--port and --opponent-port are both {args.port}: the bot and its opponent need different ports")
+            _need_file(args.model, "model file")
+            _need_file(args.dolphin, "Dolphin path")
+            _need_file(args.iso, "Melee image (--iso)")
+            if not os.path.isfile(args.iso):
+                raise UsageError(f"Melee image {args.iso!r} is not a file")
+            net = model_mod.load(args.model)
+            try:
+                return play_mod.run(net, args.dolphin, args.iso, args.port, args.opponent_port, args.stage, args.autostart)
+            except play_mod.PlayError as e:
+                print(f"shine-bot: error: {e}", file=sys.stderr)
+                return 1
+    except UsageError as e:
+        print(f"shine-bot: error: {e}", file=sys.stderr)
+        return 2
+    except model_mod.ModelError as e:
+        print(f"shine-bot: error: model: {e}", file=sys.stderr)
+        return 2
+    except ValueError as e:  # StatesError, a port not in the replay, an unknown action set
+        print(f"shine-bot: error: {e}", file=sys.stderr)
+        return 2
+    return 2
