@@ -203,7 +203,10 @@ class QNet:
 
     def __init__(self, meta: ModelMeta, weights: Sequence[np.ndarray]):
         self.meta = meta
-        self.macros = actions_mod.action_set(meta.action_set)
+        try:
+            self.macros = actions_mod.action_set(meta.action_set)
+        except actions_mod.UnknownActionSet as e:
+            raise ModelError(f"model metadata: {e}") from None
         if meta.action_count != len(self.macros):
             raise ModelError(
                 f"model metadata: action_count {meta.action_count} does not match the {meta.action_set!r} action set, "
