@@ -25,11 +25,13 @@ class StatesError(ValueError):
     pass
 
 
-def read_states(slp: str, port: int, opponent_port: Optional[int] = None, warn=sys.stderr):
+def read_states(slp: str, port: int, opponent_port: Optional[int] = None, warn="stderr"):
     """``(frames, states [n, 27] float32, info)`` of the replay at ``slp`` from
     ``port``'s point of view."""
     import melee
 
+    if warn == "stderr":
+        warn = sys.stderr
     # allow_old_version: replays older than Slippi 3.0.0 have no frame bookends;
     # libmelee then ends each frame at the next frame's first event.
     console = melee.Console(path=slp, is_dolphin=False, allow_old_version=True)
@@ -109,7 +111,7 @@ def write_csv(path: str, frames, states: np.ndarray, actions: Optional[np.ndarra
         raise
 
 
-def run(slp: str, port: int, out: str, opponent_port: Optional[int] = None, model: Optional[str] = None, log=sys.stderr) -> Tuple[int, dict]:
+def run(slp: str, port: int, out: str, opponent_port: Optional[int] = None, model: Optional[str] = None, log="stderr") -> Tuple[int, dict]:
     """The ``states`` command; returns ``(rows written, info)``."""
     net = model_mod.load(model) if model else None
     frames, states, info = read_states(slp, port, opponent_port, warn=log)
