@@ -1,0 +1,283 @@
+"""The bot's decision loop, the pad through libmelee's Controller, and ``play`` with
+Dolphin replaced by fakes."""
+
+import contextlib
+import io
+import os
+import tempfile
+import unittest
+from unittest import mock
+
+import numpy as np
+
+import support
+from support import gamestate, player
+from shine_bot import actions, cli, pad, play
+from shine_bot import model as model_mod
+from shine_bot.actions import NEUTRAL, Pad
+
+
+class ScriptedNet:
+    """Stands in for a QNet: returns Q-values that make ``choices`` the greedy
+    actions, one per decision, and records the states it saw."""
+
+    def __init__(self, action_set, choices):
+        self.macros = actions.action_set(action_set)
+        self.meta = model_mod.ModelMeta(action_set, len(self.macros))
+        self.choices = list(choices)
+        self.seen = []
+
+    def greedy(self, state):
+        self.seen.append(np.array(state))
+        return self.choices.pop(0)
+
+
+def frames(n, start=0):
+    for f in range(start, start + n):
+        yield gamestate(f, {1: player(action=0x0E), 2: player(action=0x0E)})
+
+
+class BotTest(unittest.TestCase):
+    def test_macros_play_to_the_end_before_the_next_decision(self):
+        u = actions.action_set("untouchable")
+        net = ScriptedNet("untouchable", [1, 2, 0, 0])  # shine (8), spot dodge (22), nothing, nothing
+        bot = play.Bot(net, bot_port=2, opponent_port=1)
+        pads = [bot.frame(gs) for gs in frames(32)]
+        self.assertEqual(pads, list(u[1].script) + list(u[2].script) + [NEUTRAL, NEUTRAL])
+        self.assertEqual(bot.decisions, 4)
+        # Decisions on frames 0, 8, 30 and 31; the shine flag is the previous macro's.
+        self.assertEqual([float(s[26]) for s in net.seen], [0.0, 1.0, 0.0, 0.0])
+        # Frames in action counted on every frame, decision or not.
+        self.assertEqual([round(float(s[25]) * 3600) for s in net.seen], [0, 8, 30, 31])
+
+    def test_greedy_with_a_real_model(self):
+        meta, w = support.make_model("fight", 23, seed=3)
+        net = model_mod.load_bytes(model_mod.save_bytes(meta, w))
+        bot = play.Bot(net, 2, 1)
+        states = []
+        for gs in frames(40):
+            due = not bot.pending
+            p = bot.frame(gs)
+            if due:
+                states.append((bot.last_state.copy(), bot.action))
+            self.assertIsInstance(p, Pad)
+        self.assertEqual(len(states), 10)  # fight macros are 4 frames each
+        for s, a in states:
+            self.assertEqual(a, model_mod.argmax(net.forward(s)))
+
+
+class FakeConsole:
+    is_dolphin = True
+    logger = None
+
+    def get_dolphin_pipes_path(self, port):
+        return os.devnull
+
+    def setup_dolphin_controller(self, port, type):
+        pass
+
+
+def apply_commands(text, start=NEUTRAL):
+    """What Dolphin's pipe device makes of libmelee's commands (Shine's pad.rs
+    ``apply_all``), as a Pad."""
+    buttons, main, c, l, r = set(start.buttons), start.main, start.c, start.l, start.r  # noqa: E741
+    for line in text.splitlines():
+        w = line.split()
+        if w[0] == "PRESS":
+            buttons.add(w[1])
+        elif w[0] == "RELEASE":
+            buttons.discard(w[1])
+        elif w[:2] == ["SET", "MAIN"]:
+            main = (float(w[2]), float(w[3]))
+        elif w[:2] == ["SET", "C"]:
+            c = (float(w[2]), float(w[3]))
+        elif w[:2] == ["SET", "L"]:
+            l = float(w[2])  # noqa: E741
+        elif w[:2] == ["SET", "R"]:
+            r = float(w[2])
+        elif w[0] != "FLUSH":
+            raise AssertionError(f"unknown command {line!r}")
+    return Pad(buttons=buttons, main=main, c=c, l=l, r=r)
+
+
+class PadTest(unittest.TestCase):
+    def controller(self):
+        import melee
+
+        c = melee.Controller(FakeConsole(), 2, fix_analog_inputs=False)
+        c.pipe = io.StringIO()
+        return c
+
+    def test_every_pad_of_every_macro_reaches_the_pipe_whole(self):
+        c = self.controller()
+        held = Pad(buttons=set(actions.BUTTONS), main=(1, 1), c=(0, 0), l=1, r=1)
+        for macros in actions.ACTION_SETS.values():
+            for m in macros:
+                for p in m.script:
+                    c.pipe = io.StringIO()
+                    pad.press(c, p)
+                    # Whatever was held before, the pad is the whole state.
+                    self.assertEqual(apply_commands(c.pipe.getvalue(), held), p)
+                    self.assertEqual({b.value for b, v in c.current.button.items() if v}, set(p.buttons))
+
+    def test_values_are_written_as_shine_writes_them(self):
+        c = self.controller()
+        pad.press(c, actions.action_set("untouchable")[3].script[0])  # roll left
+        text = c.pipe.getvalue()
+        self.assertIn("SET MAIN 0.0 0.34901962\n", text)  # Shine: "SET MAIN 0 0.34901962"
+        self.assertIn("SET L 1.0\n", text)
+        self.assertIn("PRESS L\n", text)
+        self.assertIn("RELEASE A\n", text)
+        self.assertEqual(text.count("\n"), 16)
+
+
+class FakeMenu:
+    calls = []
+
+    def menu_helper_simple(self, gs, controller, character, stage, **kw):
+        FakeMenu.calls.append((gs.frame, character, stage, kw))
+
+
+class PlayLoopTest(unittest.TestCase):
+    def run_play(self, bot_character):
+        import melee
+
+        seq = []
+        for f in range(3):
+            gs = gamestate(f, {})
+            gs.menu_state = melee.Menu.CHARACTER_SELECT
+            seq.append(gs)
+        for f in range(-123, -113):
+            seq.append(gamestate(f, {1: player(character=melee.Character.MARTH), 2: player(character=bot_character)}))
+
+        class Console:
+            eventsize = [0] * 0x100
+            stopped = False
+
+            def __init__(self, path):
+                self.path = path
+                self.eventsize[0x38] = 0x54
+
+            def run(self, iso_path):
+                self.iso = iso_path
+
+            def connect(self):
+                return True
+
+            def step(self):
+                if seq:
+                    return seq.pop(0)
+                raise KeyboardInterrupt
+
+            def stop(self):
+                Console.stopped = True
+
+        pressed = []
+
+        class Controller:
+            def __init__(self, console, port, type, fix_analog_inputs):
+                assert fix_analog_inputs is False
+                self.port = port
+
+            def connect(self):
+                return True
+
+            def __getattr__(self, name):
+                return lambda *a: pressed.append((name,) + a)
+
+        meta, w = support.make_model()
+        net = model_mod.load_bytes(model_mod.save_bytes(meta, w))
+        FakeMenu.calls = []
+        out = io.StringIO()
+        with mock.patch.object(melee, "Console", Console), mock.patch.object(melee, "Controller", Controller), mock.patch.object(
+            melee, "MenuHelper", FakeMenu
+        ):
+            rc = play.run(net, "/dolphin", "/melee.iso", port=2, opponent_port=1, out=out)
+        return rc, pressed, out.getvalue(), Console
+
+    def test_menus_then_the_game(self):
+        import melee
+
+        rc, pressed, log, console = self.run_play(melee.Character.FOX)
+        self.assertEqual(rc, 0)
+        self.assertTrue(console.stopped)
+        self.assertEqual([c[:3] for c in FakeMenu.calls], [(f, melee.Character.FOX, melee.Stage.FINAL_DESTINATION) for f in range(3)])
+        self.assertEqual(FakeMenu.calls[0][3], {"cpu_level": 0, "autostart": False})
+        # 10 frames in game, 16 controller calls each.
+        self.assertEqual(len(pressed), 160)
+        self.assertIn("game started (frame -123), opponent on port 1", log)
+
+    def test_the_bot_must_be_fox(self):
+        import melee
+
+        with self.assertRaisesRegex(play.PlayError, "port 2 is MARTH, not Fox"):
+            self.run_play(melee.Character.MARTH)
+
+
+class PlayArgumentsTest(unittest.TestCase):
+    def run_cli(self, *argv):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            try:
+                rc = cli.main(list(argv))
+            except SystemExit as e:
+                rc = e.code
+        return rc, err.getvalue()
+
+    def test_bad_input_exits_2(self):
+        with tempfile.TemporaryDirectory() as d:
+            model = os.path.join(d, "m.safetensors")
+            meta, w = support.make_model()
+            with open(model, "wb") as f:
+                f.write(model_mod.save_bytes(meta, w))
+            iso = os.path.join(d, "melee.iso")
+            open(iso, "wb").close()
+            ok = ["play", "--model", model, "--dolphin", d, "--iso", iso]
+            cases = [
+                (["play", "--model", os.path.join(d, "none"), "--dolphin", d, "--iso", iso], "model file .* does not exist"),
+                (["play", "--model", model, "--dolphin", os.path.join(d, "nodolphin"), "--iso", iso], "Dolphin path .* does not exist"),
+                (["play", "--model", model, "--dolphin", d, "--iso", os.path.join(d, "no.iso")], "Melee image .* does not exist"),
+                (ok + ["--port", "1"], "both 1"),
+                (ok + ["--port", "2", "--opponent-port", "2"], "both 2"),
+                (ok + ["--port", "0"], "not a controller port"),
+                (ok + ["--opponent-port", "5"], "not a controller port"),
+                (ok + ["--port", "two"], "not a number"),
+                (["play", "--model", model], "required"),
+            ]
+            for argv, pattern in cases:
+                with self.subTest(argv=argv[-2:]):
+                    rc, err = self.run_cli(*argv)
+                    self.assertEqual(rc, 2, err)
+                    self.assertRegex(err, pattern)
+            # A model this adapter cannot use: exit 2 before Dolphin starts.
+            bad = os.path.join(d, "bad.safetensors")
+            with open(bad, "wb") as f:
+                f.write(model_mod.save_bytes(meta, w)[:-10])
+            rc, err = self.run_cli("play", "--model", bad, "--dolphin", d, "--iso", iso)
+            self.assertEqual(rc, 2)
+            self.assertIn("truncated", err)
+
+    def test_info(self):
+        with tempfile.TemporaryDirectory() as d:
+            model = os.path.join(d, "m.safetensors")
+            meta, w = support.make_model("fight", 23)
+            with open(model, "wb") as f:
+                f.write(model_mod.save_bytes(meta, w))
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                self.assertEqual(cli.main(["info", "--model", model]), 0)
+            self.assertIn("action set 'fight' (23 actions)", out.getvalue())
+            self.assertIn("17 shine (4 frames)", out.getvalue())
+
+    def test_help_explains_the_commands(self):
+        for argv, words in ((["--help"], ["play", "states", "exit codes"]), (["play", "--help"], ["--dolphin", "--iso", "default 2", "default 1", "Fox"]), (["states", "--help"], ["frame,s0,...,s26", "-123", ".9g", "--opponent-port"])):
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out), self.assertRaises(SystemExit) as cm:
+                cli.main(argv)
+            self.assertEqual(cm.exception.code, 0)
+            for word in words:
+                self.assertIn(word, out.getvalue())
+
+
+if __name__ == "__main__":
+    unittest.main()
