@@ -160,7 +160,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                 return play_mod.run(net, args.dolphin, args.iso, args.port, args.opponent_port, args.stage, args.autostart)
             except play_mod.PlayError as e:
                 print(f"shine-bot: error: {e}", file=sys.stderr)
-                return 1
+                return e.exit_code
     except UsageError as e:
         print(f"shine-bot: error: {e}", file=sys.stderr)
         return 2

@@ -45,7 +45,12 @@ class Bot:
 
 
 class PlayError(RuntimeError):
-    pass
+    """A failure while playing; ``exit_code`` 2 when it is the user's input (e.g. a
+    Dolphin path libmelee cannot use), 1 otherwise."""
+
+    def __init__(self, message: str, exit_code: int = 1):
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 def run(
@@ -63,10 +68,17 @@ def run(
     import melee
 
     stage_enum = melee.Stage[stage]
-    console = melee.Console(path=dolphin)
-    controller = melee.Controller(
-        console=console, port=port, type=melee.ControllerType.STANDARD, fix_analog_inputs=False
-    )
+    try:
+        console = melee.Console(path=dolphin)
+        controller = melee.Controller(
+            console=console, port=port, type=melee.ControllerType.STANDARD, fix_analog_inputs=False
+        )
+    except Exception as e:  # libmelee's checks of the Dolphin build (asserts, FileNotFoundError, ...)
+        raise PlayError(
+            f"libmelee cannot use {dolphin!r} as Slippi Dolphin ({type(e).__name__}: {e}); "
+            "give --dolphin the Slippi Dolphin executable (e.g. the AppImage) or its folder",
+            exit_code=2,
+        ) from None
     console.run(iso_path=iso)
     print("shine-bot: starting Dolphin and connecting to it", file=out)
     if not console.connect():
@@ -108,7 +120,10 @@ def run(
 
 
 def _new_game(melee, gs, net: QNet, port: int, opponent_port: int, console, out) -> Bot:
-    opponent = state_mod.pick_opponent(gs, port, opponent_port)
+    try:
+        opponent = state_mod.pick_opponent(gs, port, opponent_port)
+    except ValueError as e:
+        raise PlayError(f"{e} (check --port / --opponent-port)") from None
     me = gs.players[port]
     if me.character != melee.Character.FOX:
         raise PlayError(

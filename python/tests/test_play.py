@@ -249,6 +249,11 @@ class PlayArgumentsTest(unittest.TestCase):
                     rc, err = self.run_cli(*argv)
                     self.assertEqual(rc, 2, err)
                     self.assertRegex(err, pattern)
+            # A folder that holds no Slippi Dolphin: libmelee refuses it, exit 2.
+            rc, err = self.run_cli(*ok)
+            self.assertEqual(rc, 2, err)
+            self.assertIn("cannot use", err)
+            self.assertIn("as Slippi Dolphin", err)
             # A model this adapter cannot use: exit 2 before Dolphin starts.
             bad = os.path.join(d, "bad.safetensors")
             with open(bad, "wb") as f:
