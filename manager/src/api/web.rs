@@ -1,9 +1,10 @@
 //! The dashboard: `web/` compiled into the binary (`include_str!`), so a manager needs
 //! no files beside it and no internet: plain HTML, CSS and JavaScript that draw their
-//! charts on `<canvas>` themselves (no libraries, no build step).
+//! charts on `<canvas>` themselves (no libraries, no build step: the script is ES
+//! modules, `app.js` the page's entry, which imports the others by relative URL).
 //!
 //! `/` follows `public_reads` like every read (with `public_reads = false`, open it as
-//! `/?token=TOKEN`; the page then sends the token with its own requests). The script
+//! `/?token=TOKEN`; the page then sends the token with its own requests). The scripts
 //! and stylesheet hold no data and are always served.
 
 use super::Reader;
@@ -15,17 +16,33 @@ use axum::routing::get;
 use axum::Router;
 
 const INDEX: &str = include_str!("../../../web/index.html");
-const APP_JS: &str = include_str!("../../../web/app.js");
+/// The dashboard's JavaScript modules, by file name: `app.js` (the entry) and what it imports.
+const MODULES: [(&str, &str); 10] = [
+    ("app.js", include_str!("../../../web/app.js")),
+    ("api.js", include_str!("../../../web/api.js")),
+    ("charts.js", include_str!("../../../web/charts.js")),
+    ("dom.js", include_str!("../../../web/dom.js")),
+    ("formats.js", include_str!("../../../web/formats.js")),
+    ("live.js", include_str!("../../../web/live.js")),
+    ("runs.js", include_str!("../../../web/runs.js")),
+    ("stage.js", include_str!("../../../web/stage.js")),
+    ("state.js", include_str!("../../../web/state.js")),
+    ("tables.js", include_str!("../../../web/tables.js")),
+];
 const STYLE: &str = include_str!("../../../web/style.css");
 const FAVICON: &str = include_str!("../../../web/favicon.svg");
 
 pub fn router() -> Router<AppState> {
-    Router::new()
+    let mut router = Router::new()
         .route("/", get(index))
         .route("/index.html", get(index))
-        .route("/app.js", get(|| async { asset("text/javascript; charset=utf-8", APP_JS) }))
         .route("/style.css", get(|| async { asset("text/css; charset=utf-8", STYLE) }))
-        .route("/favicon.svg", get(|| async { asset("image/svg+xml", FAVICON) }))
+        .route("/favicon.svg", get(|| async { asset("image/svg+xml", FAVICON) }));
+    for (name, body) in MODULES {
+        // A module script must come with a JavaScript type, or the browser refuses it.
+        router = router.route(&format!("/{name}"), get(move || async move { asset("text/javascript; charset=utf-8", body) }));
+    }
+    router
 }
 
 /// `no-cache`: a browser revalidates, so a new manager binary's page is used at once.
