@@ -4,10 +4,10 @@
 //! code path runs unchanged: launch, user folder, /proc scan, mmap, pipe, tick, menus.
 
 use rand::{Rng, SeedableRng};
-use shine_bridge::dolphin::menu::{MenuGoal, Task};
-use shine_bridge::dolphin::{css, Dolphin, DolphinConfig, DolphinError, TickSource};
+use shine_bridge::dolphin::menu::{MenuGoal, Opponent, Task};
+use shine_bridge::dolphin::{css, Dolphin, DolphinConfig, DolphinError, HumanPad, TickSource};
 use shine_bridge::melee::characters::{self, Character};
-use shine_bridge::ram::{addr, pad_block, pad_block_addr, SIM_WINDOW};
+use shine_bridge::ram::{addr, fighter, pad_block, pad_block_addr, static_block, static_player, SIM_WINDOW};
 use shine_bridge::sim::Sim;
 use shine_bridge::{Button, Emulator, MatchSetup, Pad, RamView, Stick};
 use std::path::PathBuf;
@@ -35,7 +35,8 @@ fn case(name: &str, scenario: &str, setup: MatchSetup) -> Case {
 
 /// Bytes of the simulator's window that the peer may legitimately write differently:
 /// the frame counter (the peer's own, monotonic, like Melee's), the scene bytes (the
-/// peer also sets the major scene), and the pad block Melee fills from the controller.
+/// peer also sets the major scene), the pad block Melee fills from the controller, and
+/// the characters' ids (the ones chosen on the menus; `fighters` checks them).
 fn masked(view: RamView, agent_port: usize) -> Vec<u8> {
     let w = SIM_WINDOW;
     let mut out = match view.base() {
@@ -45,7 +46,12 @@ fn masked(view: RamView, agent_port: usize) -> Vec<u8> {
     let pb = pad_block_addr(agent_port);
     // The CPU levels Melee keeps from the character-select screen.
     let levels = (0..4).map(|p| (css::level_addr(p), 1u32));
-    for (a, n) in [(addr::FRAME_COUNTER, 4u32), (addr::SCENE, 4), (pb, 0x38)].into_iter().chain(levels) {
+    let ids = (0..4).flat_map(|p| {
+        let e = view.u32(static_block(p) + static_player::FIGHTER_PTR).unwrap_or(0);
+        let e = (w.start..w.end).contains(&e).then_some((e + fighter::INTERNAL_CHARACTER, 4u32));
+        [Some((static_block(p) + static_player::CHARACTER, 4u32)), e].into_iter().flatten()
+    });
+    for (a, n) in [(addr::FRAME_COUNTER, 4u32), (addr::SCENE, 4), (pb, 0x38)].into_iter().chain(levels).chain(ids) {
         let o = (a - w.start) as usize;
         out[o..o + n as usize].fill(0);
     }
@@ -234,7 +240,7 @@ fn the_menus_are_walked_from_the_title_screen_to_fox_against_marth_at_the_level_
             // Every coin is down: the bot's hand struct says so at +5; its byte at +2,
             // where the old code looked, does not.
             let hand = t.ram.u32(css::hand_ptr_addr(setup.agent_port)).unwrap();
-            coin = Some((t.ram.u8(hand + css::HAND_COIN).unwrap(), t.ram.u8(hand + 2).unwrap()));
+            coin = Some((t.ram.u8(hand + css::HAND_STATE).unwrap(), t.ram.u8(hand + 2).unwrap()));
         }
     })
     .unwrap_or_else(|e| panic!("{e}"));
@@ -242,9 +248,11 @@ fn the_menus_are_walked_from_the_title_screen_to_fox_against_marth_at_the_level_
     assert!(at(Task::TitleScreen) < at(Task::MainMenu) && at(Task::MainMenu) < at(Task::AgentCoin), "{steps:?}");
     assert!(at(Task::AgentCoin) < at(Task::Start) && at(Task::Start) < at(Task::StageSelect), "{steps:?}");
     assert_eq!(steps.last(), Some(&None), "the walk ends in a match");
-    let (placed, at_plus_2) = coin.expect("START was reached");
-    assert_eq!(placed, css::Coin::Placed.byte());
-    assert_ne!(at_plus_2, css::Coin::Placed.byte());
+    // At START the bot's hand is an open hand over the grid (2 at +5, the
+    // decompilation's value); +2 of the struct is not the state.
+    let (state, at_plus_2) = coin.expect("START was reached");
+    assert_eq!(state, css::HandState::OverGrid.byte());
+    assert_ne!(at_plus_2, css::HandState::OverGrid.byte());
     // In game: Fox (internal 0x01) for the bot, Marth (0x12) for the CPU, level 9.
     assert_eq!(fighters(&d, setup), (Some(characters::FOX), Some(characters::MARTH)));
     assert_eq!(d.ram().u8(css::level_addr(setup.opponent_port)).unwrap(), 9);
@@ -267,4 +275,98 @@ fn a_missed_pause_is_retried_and_the_next_match_gets_the_new_level() {
     assert_eq!(fighters(&d, second), (Some(characters::FOX), Some(characters::MARTH)));
     // The match runs at level 3: it equals the simulator's at level 3.
     play_and_compare(&mut d, &mut Sim::new(second, 21), 200, &mut rng);
+}
+
+#[test]
+fn the_cpu_hand_lets_go_of_the_level_slider_from_below_and_from_above() {
+    // Regression: holding the slider reads 1 in the hand's state byte, as a coin in
+    // hand does (the decompilation, which the peer follows). The old navigator took the
+    // held slider for the coin and steered toward Marth, dragging the level to 9 and
+    // never letting go, so any level other than 9 (here 4 from 1, then 2 from 9) hung
+    // at "the CPU port's hand placing its coin".
+    for (start, want) in [(1u8, 4u8), (9, 2)] {
+        let setup = MatchSetup { cpu_level: want, ..MatchSetup::default() };
+        let c = case("slider", &format!("seed = 8\ncpu_level_start = {start}\n"), setup);
+        let mut d = Dolphin::launch(c.cfg.clone()).unwrap_or_else(|e| panic!("{e}"));
+        let mut steps = vec![];
+        let goal = MenuGoal { agent_port: 1, opponent_port: 0, cpu_level: want, ..MenuGoal::default() };
+        d.navigate(goal, &mut |t| steps.push(t.task)).unwrap_or_else(|e| panic!("from {start} to {want}: {e}"));
+        assert!(steps.contains(&Some(Task::CpuLevel)), "{steps:?}");
+        assert_eq!(d.ram().u8(css::level_addr(0)).unwrap(), want);
+        assert_eq!(fighters(&d, setup), (Some(characters::FOX), Some(characters::MARTH)));
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+        play_and_compare(&mut d, &mut Sim::new(setup, 8), 60, &mut rng);
+    }
+}
+
+#[test]
+fn the_bots_own_port_left_on_cpu_or_off_is_switched_back_to_human() {
+    // Regression: with the bot's port a CPU, Melee's CPU played as "the bot" and nothing
+    // said so (the peer plays such a port with the simulator's CPU, as Melee would; the
+    // pads the bot sends then do not match the game's).
+    for (kind, name) in [("cpu", "bot port on CPU"), ("off", "bot port off")] {
+        let setup = MatchSetup::default();
+        let c = case("botslot", &format!("seed = 9\nslot_2 = {kind}\n"), setup);
+        let mut d = Dolphin::launch(c.cfg.clone()).unwrap_or_else(|e| panic!("{e}"));
+        let mut steps = vec![];
+        d.navigate(MenuGoal::default(), &mut |t| steps.push(t.task)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        if kind == "cpu" {
+            assert!(steps.contains(&Some(Task::AgentToggle)), "{name}: {steps:?}");
+        }
+        let log = std::fs::read_to_string(d.log_path()).unwrap();
+        assert!(!log.contains("is a CPU"), "{name}: the bot's port must be human when the match starts:\n{log}");
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(6);
+        play_and_compare(&mut d, &mut Sim::new(setup, 9), 120, &mut rng);
+    }
+}
+
+#[test]
+fn a_stage_load_longer_than_the_frame_timeout_is_waited_for() {
+    // Regression: Melee's frame counter stands still while the stage loads (seconds at
+    // real time); with one timeout for menus and play, a load longer than it read as
+    // "the frame counter did not move".
+    let setup = MatchSetup::default();
+    let mut c = case("load", "seed = 12\nstage_load_ms = 2500\n", setup);
+    c.cfg.frame_timeout = Duration::from_secs(1);
+    c.cfg.load_timeout = Duration::from_secs(20);
+    let mut d = Dolphin::launch(c.cfg.clone()).unwrap_or_else(|e| panic!("{e}"));
+    d.reset(setup, 0).unwrap_or_else(|e| panic!("{e}"));
+    let log = std::fs::read_to_string(d.log_path()).unwrap();
+    assert!(log.contains("loading the stage"), "{log}");
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+    play_and_compare(&mut d, &mut Sim::new(setup, 12), 60, &mut rng);
+    // In play the short timeout still holds: a Dolphin that stops is reported quickly.
+    let mut c = case("load2", "seed = 12\nstage_load_ms = 2500\n", setup);
+    c.cfg.frame_timeout = Duration::from_secs(1);
+    c.cfg.load_timeout = Duration::from_secs(1);
+    let mut d = Dolphin::launch(c.cfg.clone()).unwrap_or_else(|e| panic!("{e}"));
+    let err = d.reset(setup, 0).unwrap_err();
+    assert!(matches!(err, DolphinError::NoFrames { .. }), "a load longer than load_timeout is reported: {err}");
+}
+
+#[test]
+fn against_a_person_their_port_is_their_controllers_and_the_bot_plays_whichever_port_it_has() {
+    // The person's stand-in in the peer picks Luigi and plays (in the match) like the
+    // simulator's CPU at level 4; the bot is on port 2, then on port 1.
+    for (bot, person) in [(1usize, 0usize), (0, 1)] {
+        let setup = MatchSetup { agent_port: bot, opponent_port: person, cpu_level: 4, ..MatchSetup::default() };
+        let mut c = case("person", "seed = 13\nhuman_character = Luigi\nhuman_level = 4\n", setup);
+        c.cfg.human_pad = Some(HumanPad::Adapter);
+        if let shine_bridge::dolphin::Game::Melee(goal) = &mut c.cfg.game {
+            goal.opponent = Opponent::Human;
+        }
+        let mut d = Dolphin::launch(c.cfg.clone()).unwrap_or_else(|e| panic!("{e}"));
+        // Only the bot has a pipe; the person's port is the adapter's.
+        let pipes: Vec<String> = std::fs::read_dir(d.user_dir().join("Pipes")).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        assert_eq!(pipes, [format!("bot{}", bot + 1)], "bot on port {}", bot + 1);
+        let ini = std::fs::read_to_string(d.user_dir().join("Config/Dolphin.ini")).unwrap();
+        assert!(ini.contains(&format!("SIDevice{person} = 12")), "{ini}");
+        d.reset(setup, 0).unwrap_or_else(|e| panic!("bot on port {}: {e}", bot + 1));
+        let log = std::fs::read_to_string(d.log_path()).unwrap();
+        assert!(log.contains("Fox vs Luigi"), "the stand-in placed its own coin:\n{log}");
+        // The person chose Luigi; the bot is Fox.
+        assert_eq!(fighters(&d, setup), (Some(characters::FOX), Some(characters::LUIGI)), "bot on port {}", bot + 1);
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(8);
+        play_and_compare(&mut d, &mut Sim::new(setup, 13), 200, &mut rng);
+    }
 }

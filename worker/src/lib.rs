@@ -25,6 +25,7 @@
 //! - [`backend`]: where the game runs (simulator or Dolphin), shared by `run` and `play`.
 //! - [`play`]: `play` and `eval`: local episodes with a built-in policy or a model, on
 //!   the simulator or in Dolphin.
+//! - [`versus`]: `play --human-port`: a person against the bot in Dolphin.
 //! - [`doctor`]: `doctor`: checks a Dolphin setup and says what to fix.
 
 pub mod actor;
@@ -43,3 +44,4 @@ pub mod shared;
 pub mod spool;
 pub mod tuner;
 pub mod uploader;
+pub mod versus;

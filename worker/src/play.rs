@@ -75,7 +75,8 @@ pub struct PlayArgs {
     /// CPU opponent level, 1 to 9.
     #[arg(long, default_value_t = 9, value_parser = clap::value_parser!(u8).range(1..=9))]
     pub cpu_level: u8,
-    /// Episodes to play (one minute each at most).
+    /// Episodes to play (one minute each at most); with --human-port, matches (each
+    /// played to its end).
     #[arg(long, default_value_t = 10)]
     pub episodes: u32,
     /// Seed of the first episode; episode i uses seed + i.
@@ -90,6 +91,24 @@ pub struct PlayArgs {
     /// With --backend dolphin: the dolphin-emu-nogui to run (default: found on PATH or in /usr/games).
     #[arg(long)]
     pub dolphin: Option<PathBuf>,
+    /// With --backend dolphin: play against a person on this controller port (1-4)
+    /// instead of Melee's CPU. Dolphin runs in real time; the person picks their own
+    /// character; each match is played to its end (docs/dolphin.md).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=4))]
+    pub human_port: Option<u8>,
+    /// With --human-port: the bot's port (default 2, or 1 when the person is on 2).
+    #[arg(long, requires = "human_port", value_parser = clap::value_parser!(u8).range(1..=4))]
+    pub bot_port: Option<u8>,
+    /// With --human-port: the person's controller as Dolphin names it in GCPadNew.ini's
+    /// `Device =` (e.g. "evdev/0/Xbox Wireless Controller"), or "adapter" for
+    /// Nintendo's GameCube controller adapter, which needs no mapping.
+    #[arg(long, requires = "human_port", default_value = crate::versus::ADAPTER)]
+    pub human_device: String,
+    /// With --human-port and a standard pad: a Dolphin GCPad profile holding its button
+    /// mapping (Dolphin saves them as Config/Profiles/GCPad/NAME.ini); its Device is
+    /// used unless --human-device names another.
+    #[arg(long, requires = "human_port")]
+    pub human_profile: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -353,6 +372,9 @@ pub fn play(args: PlayArgs) -> anyhow::Result<()> {
     };
     let task = args.task.map_or_else(|| spec.default_task(), Task::from);
     let bot_cpu = (args.model.is_none() && args.policy == PolicyKind::Cpu).then_some(args.bot_level);
+    if let Some(human_port) = args.human_port {
+        return play_against_person(&spec, &args, task, human_port, bot_cpu.is_some());
+    }
     let m = Matches { task, cpu_level: args.cpu_level, bot_cpu, episodes: args.episodes, seed: args.seed };
     let results = match args.backend {
         Backend::Sim => {
@@ -403,6 +425,25 @@ pub fn eval(args: EvalArgs) -> anyhow::Result<()> {
 }
 
 // ---- The Dolphin backend (docs/dolphin.md) -------------------------------------------
+
+/// `play --human-port`: the checks, then [`crate::versus`].
+fn play_against_person(spec: &PolicySpec, args: &PlayArgs, task: Task, human_port: u8, bot_cpu: bool) -> anyhow::Result<()> {
+    if args.backend != Backend::Dolphin {
+        bail!("--human-port plays against a person in Dolphin: add --backend dolphin --iso PATH (the simulator has no controller for you)");
+    }
+    if bot_cpu {
+        bail!("--policy cpu runs on the simulator only; against a person, pass --model FILE (or a built-in policy)");
+    }
+    let setup = crate::versus::ports(human_port, args.bot_port)?;
+    let pad = crate::versus::human_pad(&args.human_device, args.human_profile.as_deref())?;
+    let dolphin = DolphinSetup::check(args.iso.as_deref(), args.dolphin.as_deref())?;
+    let set = spec.action_set(task)?;
+    let mut policy = spec.build(set);
+    let results = crate::versus::play_against_person(&dolphin, setup, pad, policy.as_mut(), set, args.episodes, args.seed)?;
+    let won = results.iter().filter(|r| r.bot_stocks > r.person_stocks).count();
+    println!("the bot won {won} of {} matches against you", results.len());
+    Ok(())
+}
 
 /// Play the episodes in one Dolphin, one after the other (a match per episode: the
 /// backend's reset quits the last one and goes through the menus).

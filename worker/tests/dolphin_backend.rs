@@ -156,3 +156,75 @@ fn run_with_dolphin_feeds_the_manager_and_restarts_crashed_emulators() {
     assert_eq!(u(&stats, "transitions_uploaded"), u(&stats, "transitions_generated"), "{stats}");
     assert_eq!(metric(port, "shine_experiences_total").unwrap() as u64, u(&stats, "transitions_uploaded"), "the manager counted each transition once");
 }
+
+#[test]
+fn play_against_a_person_plays_whole_matches_with_the_bot_on_either_port() {
+    // The peer's stand-in for the person picks Marth and plays (in the match) like the
+    // simulator's CPU at level 9; one stock each, so a match ends when either falls.
+    let peer = peer();
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("melee.scenario");
+    std::fs::write(&scenario, "seed = 21\nhuman_character = Marth\nhuman_level = 9\nstocks = 1\n").unwrap();
+    for (human, bot) in [("1", 2), ("2", 1)] {
+        let (ok, out, err) = run(&[
+            "play",
+            "--backend",
+            "dolphin",
+            "--dolphin",
+            peer.to_str().unwrap(),
+            "--iso",
+            scenario.to_str().unwrap(),
+            "--human-port",
+            human,
+            "--policy",
+            "idle",
+            "--episodes",
+            "2",
+        ]);
+        assert!(ok, "person on port {human}:\n{out}\n{err}");
+        assert!(err.contains(&format!("controller on port {human} (the bot is Fox on port {bot})")), "{err}");
+        let matches: Vec<&str> = out.lines().filter(|l| l.starts_with("match")).collect();
+        assert_eq!(matches.len(), 2, "two whole matches, one after the other:\n{out}");
+        // An idle bot loses its one stock to a level-9 CPU: the person's side won.
+        assert!(matches.iter().all(|l| l.contains("you won: stocks left bot 0, you 1")), "{out}");
+        assert!(out.contains("the bot won 0 of 2 matches against you"), "{out}");
+    }
+    // What a person gets wrong is said before Dolphin starts.
+    let (ok, _, err) = run(&["play", "--human-port", "1", "--policy", "idle"]);
+    assert!(!ok && err.contains("--backend dolphin"), "{err}");
+    let (ok, _, err) = run(&["play", "--backend", "dolphin", "--iso", "x", "--human-port", "2", "--bot-port", "2"]);
+    assert!(!ok && err.contains("different ports"), "{err}");
+    let (ok, _, err) = run(&["play", "--backend", "dolphin", "--iso", "x", "--human-port", "1", "--human-device", "evdev/0/Pad"]);
+    assert!(!ok && err.contains("--human-profile"), "{err}");
+}
+
+#[test]
+fn against_a_person_the_state_is_the_bots_point_of_view_whichever_port_it_has() {
+    use shine_agent::StateReader;
+    use shine_bridge::sim::Sim;
+    use shine_bridge::{Emulator, MatchSetup, Pad, Stick};
+    let peer = peer();
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("melee.scenario");
+    std::fs::write(&scenario, "seed = 31\nhuman_character = Marth\nhuman_level = 6\n").unwrap();
+    let dolphin = shine_worker::backend::DolphinSetup::check(Some(&scenario), Some(&peer)).unwrap();
+    for (bot, person) in [(0usize, 1usize), (1, 0)] {
+        let setup = MatchSetup { agent_port: bot, opponent_port: person, cpu_level: 6, ..MatchSetup::default() };
+        let mut emu = dolphin.launch_against_person(setup, shine_bridge::dolphin::HumanPad::Adapter).unwrap();
+        emu.reset(setup, 0).unwrap();
+        // The same match on the simulator, read by the same reader: equal states, frame
+        // by frame, with the bot's 13 floats second and its opponent's first.
+        let mut sim = Sim::new(setup, 31);
+        let (mut a, mut b) = (StateReader::new(), StateReader::new());
+        for f in 0..300 {
+            let pad = Pad { main: Stick::new(if f % 120 < 60 { 0.0 } else { 1.0 }, 0.5), ..Pad::NEUTRAL };
+            emu.step(&pad).unwrap();
+            sim.step(&pad).unwrap();
+            let (got, want) = (a.read(emu.ram(), &setup).unwrap(), b.read(sim.ram(), &setup).unwrap());
+            assert_eq!(got.state, want.state, "bot on port {}, frame {f}", bot + 1);
+            let me = emu.ram().player(bot).unwrap();
+            assert_eq!((got.agent.x, got.agent.y), (me.x().unwrap(), me.y().unwrap()), "the agent's facts are the bot's port's");
+            assert_eq!(got.state[13], (me.x().unwrap() + 250.0) / 500.0, "the bot's x is float 13, its opponent's float 0");
+        }
+    }
+}

@@ -6,18 +6,22 @@
 //! [`crate::melee::characters`].
 //!
 //! Sources (the public code Melee bot authors rely on; `docs/dolphin.md` cites them per
-//! value):
-//! - Slippi's `SendMenuFrame.asm` (project-slippi/slippi-ssbm-asm, and the longer
-//!   version in altf4's and vladfi1's forks): the scene word, the hands, the slot bytes,
-//!   the coin state, the ready banner, the stage-select cursor, the submenu, the menu
-//!   selection, the CPU level and the "holding the slider" byte.
+//! value, with repository, path and line):
+//! - The decompilation of Melee (doldecomp/melee, `src/melee/mn/mncharsel.c` and
+//!   `mn/types.h`, whose offsets match the game byte for byte): the hand's state and
+//!   grab bytes, the slot (`CSSDoor`: `p_kind`, `p_kind_prev`, `sel_icon`,
+//!   `is_hold_cpu_slider`), the ready check, the toggle's cycle.
+//! - Slippi's `SendMenuFrame.asm` (project-slippi/slippi-ssbm-asm pull request 16, and
+//!   the longer version on vladfi1's `libmelee-recording` branch that libmelee 0.47
+//!   ships): the scene word, the hands, the slot bytes, the ready banner, the
+//!   stage-select cursor, the submenu, the menu selection, the CPU level and the
+//!   "holding the slider" byte.
 //! - libmelee's `menuhelper.py` and `enums.py`: the icon grid, the HMN/CPU toggles, the
 //!   level slider, Final Destination on the stage screen, the main-menu walk, the
 //!   wiggle room.
 //! - The paper's code (bparr/melee-ai `menu_manager.py`, `cpu.py`, `dolphin.py`): the
 //!   stick tilt scaled by the distance, the repeated quit, no memory cards, one pipe
 //!   per port.
-//! - m-ex's `css.h`: the hand struct (`CSSCursor`: +0x5 state, +0xC/+0x10 position).
 
 use crate::ram::{addr, is_mem1_pointer, RamError, RamView};
 
@@ -49,60 +53,104 @@ pub mod main_menu {
 }
 
 /// Each port's hand on the character-select screen: a pointer at `HAND_PTR + 4 * port`
-/// to a struct (m-ex `CSSCursor`; Slippi follows it only on this screen, it is stale
-/// elsewhere).
+/// to a struct (the decompilation's `CSSCursorData`, `mnCharSel_804A0BC0[4]`; Slippi
+/// follows it only on this screen, it is stale elsewhere).
 pub const HAND_PTR: u32 = 0x804A_0BC0;
-/// In the hand struct: the coin state (u8), then x and y (f32, cursor units).
-pub const HAND_COIN: u32 = 0x05;
+/// In the hand struct: what the hand is doing (u8, [`HandState`]), what it grabs (u8,
+/// [`Grab`]), then x and y (f32, cursor units).
+pub const HAND_STATE: u32 = 0x05;
+pub const HAND_GRAB: u32 = 0x06;
 pub const HAND_X: u32 = 0x0C;
 pub const HAND_Y: u32 = 0x10;
 
-/// The hand's coin (Slippi's comment in `SendMenuFrame.asm`; libmelee's `coin_down` is
-/// `== Placed`).
+/// The hand's state byte (+5), as the decompilation sets it (`mncharsel.c`): 1 while
+/// the hand grabs something (a coin, or a slider, until A lets go), otherwise recomputed
+/// every frame from the hand's height: 2 over the character grid's band
+/// (0.2 <= y <= 22), 0 elsewhere, whether or not its coin is down. Slippi's comment
+/// calls 2 "coin down", which is why libmelee tests `coin_down or cursor_y < 0`; it is
+/// only an open hand over the grid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Coin {
-    /// Pointing, no coin (e.g. on the bottom panels).
-    None,
-    InHand,
-    /// Put down on a character: the hand is empty.
-    Placed,
+pub enum HandState {
+    /// An open hand off the grid's band (the toggles, the sliders, the name tags).
+    Open,
+    /// Grabbing a coin or a slider ([`HAND_GRAB`] says which).
+    Grabbing,
+    /// An open hand over the grid's band.
+    OverGrid,
+    /// Its controller is unplugged; the hand is hidden.
     Unplugged,
     Other(u8),
 }
 
-impl Coin {
-    pub fn from_byte(b: u8) -> Coin {
+impl HandState {
+    pub fn from_byte(b: u8) -> HandState {
         match b {
-            0 => Coin::None,
-            1 => Coin::InHand,
-            2 => Coin::Placed,
-            3 => Coin::Unplugged,
-            other => Coin::Other(other),
+            0 => HandState::Open,
+            1 => HandState::Grabbing,
+            2 => HandState::OverGrid,
+            3 => HandState::Unplugged,
+            other => HandState::Other(other),
         }
     }
     pub fn byte(self) -> u8 {
         match self {
-            Coin::None => 0,
-            Coin::InHand => 1,
-            Coin::Placed => 2,
-            Coin::Unplugged => 3,
-            Coin::Other(b) => b,
+            HandState::Open => 0,
+            HandState::Grabbing => 1,
+            HandState::OverGrid => 2,
+            HandState::Unplugged => 3,
+            HandState::Other(b) => b,
         }
     }
 }
 
-/// Each port's slot on the character-select screen, `SLOT_STRIDE` bytes apart
-/// (Slippi: 0x803F0E08, 0E2C, 0E50, 0E74).
+/// What a grabbing hand holds (the byte at +6, meaningful while the state is
+/// [`HandState::Grabbing`]): 0..=3 the coin of that port's slot, 4..=7 the CPU-level
+/// slider of slot (byte - 4), 8..=11 the handicap slider of slot (byte - 8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Grab {
+    Coin(usize),
+    CpuSlider(usize),
+    Other(u8),
+}
+
+impl Grab {
+    pub fn from_byte(b: u8) -> Grab {
+        match b {
+            0..=3 => Grab::Coin(usize::from(b)),
+            4..=7 => Grab::CpuSlider(usize::from(b - 4)),
+            other => Grab::Other(other),
+        }
+    }
+    pub fn byte(self) -> u8 {
+        match self {
+            Grab::Coin(p) => p as u8,
+            Grab::CpuSlider(p) => 4 + p as u8,
+            Grab::Other(b) => b,
+        }
+    }
+}
+
+/// Each port's slot on the character-select screen (the decompilation's `CSSDoor`,
+/// `mnCharSel_803F0DFC.doors[4]`), `SLOT_STRIDE` bytes apart. Offsets are from
+/// [`SLOT`], the address Slippi's `SendMenuFrame.asm` reads the slot type at.
 pub const SLOT: u32 = 0x803F_0E08;
 pub const SLOT_STRIDE: u32 = 0x24;
-/// Slot type (u8): [`SlotType`].
-pub const SLOT_TYPE: u32 = 0x0;
-/// The character on the slot, in icon order (u8; [`crate::melee::Character::icon`]).
-pub const SLOT_ICON: u32 = 0x2;
-/// Non-zero while this port's hand holds its CPU-level slider (u8).
-pub const SLOT_HOLDING_SLIDER: u32 = 0x6;
+/// What plays the port now (`p_kind`, u8, [`SlotType`]), one byte before [`SLOT`]. The
+/// byte at [`SLOT`] itself is `p_kind_prev`, which the game copies from `p_kind` in the
+/// same frame as every toggle; Slippi and libmelee read that one.
+pub const SLOT_TYPE: i32 = -1;
+/// `p_kind_prev` (u8): the slot type as Slippi reads it.
+pub const SLOT_TYPE_PREV: i32 = 0;
+/// The character whose icon the coin is down on (`sel_icon`, u8, icon order;
+/// [`crate::melee::Character::icon`]); [`NO_ICON`] when none.
+pub const SLOT_ICON: i32 = 2;
+/// Non-zero while a hand holds this slot's CPU-level slider (`is_hold_cpu_slider`, u8).
+pub const SLOT_HOLDING_SLIDER: i32 = 6;
+/// `sel_icon` when no character is chosen (the ready check's `sel_icon >= 0x19`).
+pub const NO_ICON: u8 = 0x19;
 
-/// What plays a port (libmelee `ControllerStatus`).
+/// What plays a port (`p_kind`; libmelee `ControllerStatus`). The slot's toggle cycles
+/// human -> CPU -> off -> human.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SlotType {
     Human,
@@ -178,16 +226,34 @@ pub const FINAL_DESTINATION: (f32, f32) = (6.7, -9.0);
 pub struct PortView {
     /// `None` while the hand pointer is null (not on this screen yet).
     pub hand: Option<(f32, f32)>,
-    pub coin: Coin,
+    pub state: HandState,
+    /// What the hand holds, while it grabs something.
+    pub grab: Option<Grab>,
     pub slot: SlotType,
-    /// The slot byte, icon order.
+    /// The slot's chosen character, icon order ([`NO_ICON`]: none).
     pub icon: u8,
     pub cpu_level: u8,
+    /// Some hand holds this slot's CPU-level slider.
     pub holding_slider: bool,
 }
 
-pub fn slot_addr(port: usize, field: u32) -> u32 {
-    SLOT + SLOT_STRIDE * port as u32 + field
+impl PortView {
+    /// This slot's coin is down on `icon`: the game's own ready check (`sel_icon` set,
+    /// its hand not grabbing; `mncharsel.c`), except that this port's hand holding the
+    /// level slider still has its coin down.
+    pub fn coin_down_on(&self, icon: u8) -> bool {
+        self.icon == icon && !matches!(self.grab, Some(Grab::Coin(_)))
+    }
+
+    /// The hand grabs its own slot's CPU-level slider.
+    pub fn holds_own_slider(&self, port: usize) -> bool {
+        self.grab == Some(Grab::CpuSlider(port))
+    }
+}
+
+/// A slot byte's address: `field` is one of the `SLOT_*` offsets.
+pub fn slot_addr(port: usize, field: i32) -> u32 {
+    (SLOT + SLOT_STRIDE * port as u32).wrapping_add_signed(field)
 }
 pub fn level_addr(port: usize) -> u32 {
     CPU_LEVEL + LEVEL_STRIDE * port as u32
@@ -199,11 +265,17 @@ pub fn hand_ptr_addr(port: usize) -> u32 {
 /// Read one port's character-select state.
 pub fn port(ram: RamView, port: usize) -> Result<PortView, RamError> {
     let p = ram.u32(hand_ptr_addr(port))?;
-    let (hand, coin) =
-        if is_mem1_pointer(p) { (Some((ram.f32(p + HAND_X)?, ram.f32(p + HAND_Y)?)), Coin::from_byte(ram.u8(p + HAND_COIN)?)) } else { (None, Coin::None) };
+    let (hand, state, grab) = if is_mem1_pointer(p) {
+        let state = HandState::from_byte(ram.u8(p + HAND_STATE)?);
+        let grab = (state == HandState::Grabbing).then(|| ram.u8(p + HAND_GRAB).map(Grab::from_byte)).transpose()?;
+        (Some((ram.f32(p + HAND_X)?, ram.f32(p + HAND_Y)?)), state, grab)
+    } else {
+        (None, HandState::Unplugged, None)
+    };
     Ok(PortView {
         hand,
-        coin,
+        state,
+        grab,
         slot: SlotType::from_byte(ram.u8(slot_addr(port, SLOT_TYPE))?),
         icon: ram.u8(slot_addr(port, SLOT_ICON))?,
         cpu_level: ram.u8(level_addr(port))?,
@@ -238,14 +310,20 @@ mod tests {
     #[test]
     fn addresses_are_those_slippi_reads() {
         // SendMenuFrame.asm loads each port's bytes from these literal addresses.
-        assert_eq!([0, 1, 2, 3].map(|p| slot_addr(p, SLOT_TYPE)), [0x803F0E08, 0x803F0E2C, 0x803F0E50, 0x803F0E74]);
+        assert_eq!([0, 1, 2, 3].map(|p| slot_addr(p, SLOT_TYPE_PREV)), [0x803F0E08, 0x803F0E2C, 0x803F0E50, 0x803F0E74]);
+        // The decompilation's `p_kind`, the byte before `p_kind_prev`.
+        assert_eq!([0, 1, 2, 3].map(|p| slot_addr(p, SLOT_TYPE)), [0x803F0E07, 0x803F0E2B, 0x803F0E4F, 0x803F0E73]);
         assert_eq!([0, 1, 2, 3].map(|p| slot_addr(p, SLOT_ICON)), [0x803F0E0A, 0x803F0E2E, 0x803F0E52, 0x803F0E76]);
         assert_eq!([0, 1, 2, 3].map(|p| slot_addr(p, SLOT_HOLDING_SLIDER)), [0x803F0E0E, 0x803F0E32, 0x803F0E56, 0x803F0E7A]);
         assert_eq!([0, 1, 2, 3].map(level_addr), [0x8048082F, 0x80480853, 0x80480877, 0x8048089B]);
         assert_eq!([0, 1, 2, 3].map(hand_ptr_addr), [0x804A0BC0, 0x804A0BC4, 0x804A0BC8, 0x804A0BCC]);
         assert_eq!((READY_BANNER, main_menu::SUBMENU, main_menu::SELECTION), (0x804D6CF2, 0x804A04F0, 0x804A04F3));
+        for b in 0..=12 {
+            assert_eq!(Grab::from_byte(b).byte(), b);
+        }
+        assert_eq!((Grab::from_byte(2), Grab::from_byte(5)), (Grab::Coin(2), Grab::CpuSlider(1)));
         for b in 0..=4 {
-            assert_eq!(Coin::from_byte(b).byte(), b);
+            assert_eq!(HandState::from_byte(b).byte(), b);
             assert_eq!(SlotType::from_byte(b).byte(), b);
         }
     }

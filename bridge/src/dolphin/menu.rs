@@ -6,10 +6,15 @@
 //!
 //! Two hands, each on its own port's pipe, as in the references (libmelee's
 //! `menuhelper.py`, the paper's `cpu.py`):
-//! - the bot's hand puts its coin on the bot's character (default Fox);
-//! - the CPU port's hand puts its coin on the CPU's character (default Marth), then
-//!   switches its own port to CPU on its HMN/CPU toggle, then grabs the level slider,
-//!   drags it until the level byte reads the level asked, and lets go;
+//! - the bot's hand puts its coin on the bot's character (default Fox), and makes its
+//!   own port a human one if it is a CPU or off (the slot's toggle cycles human, CPU,
+//!   off), so that a CPU never plays in the bot's place;
+//! - the CPU port's hand lets go of the level slider if it holds it, puts its coin on
+//!   the CPU's character (default Marth), then switches its own port to CPU on its
+//!   HMN/CPU toggle, then grabs the level slider, drags it until the level byte reads
+//!   the level asked, and lets go;
+//! - against a person ([`Opponent::Human`]) there is no second hand: their port is
+//!   theirs, and they pick their own character;
 //! - with everything read back from RAM as set, the bot's hand presses START once the
 //!   "ready to fight" banner is shown; on stage select it picks Final Destination.
 //!
@@ -22,18 +27,41 @@
 //! Each step has a budget of frames ([`Task::budget`]); a step that outlives it is an
 //! error that names the step, what RAM said, and what to check.
 
-use super::css::{self, scene, Coin, PortView, SlotType};
+use super::css::{self, scene, Grab, PortView, SlotType};
 use crate::melee::action;
 use crate::melee::characters::{self, describe, Character};
 use crate::pad::{Button, Pad};
 use crate::ram::{RamError, RamView};
 use thiserror::Error;
 
+/// Who plays the opponent's port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Opponent {
+    /// Melee's CPU at [`MenuGoal::cpu_level`] as [`MenuGoal::cpu_character`], set up by
+    /// that port's own hand through its own pipe.
+    #[default]
+    Cpu,
+    /// A person on their own controller: the navigator never drives that port, waits
+    /// for their coin, and accepts whichever character they pick.
+    Human,
+}
+
+impl Opponent {
+    /// How RAM descriptions name the opponent's port.
+    pub fn name(self) -> &'static str {
+        match self {
+            Opponent::Cpu => "CPU",
+            Opponent::Human => "human",
+        }
+    }
+}
+
 /// What the match should be.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct MenuGoal {
     pub agent_port: usize,
     pub opponent_port: usize,
+    pub opponent: Opponent,
     pub cpu_level: u8,
     pub agent_character: Character,
     pub cpu_character: Character,
@@ -46,6 +74,7 @@ impl Default for MenuGoal {
         MenuGoal {
             agent_port: 1,
             opponent_port: 0,
+            opponent: Opponent::Cpu,
             cpu_level: 9,
             agent_character: characters::FOX,
             cpu_character: characters::MARTH,
@@ -54,7 +83,8 @@ impl Default for MenuGoal {
     }
 }
 
-/// One frame's pads: the bot's port and the CPU's port, each on its own pipe.
+/// One frame's pads: the bot's port and the CPU's port, each on its own pipe (against
+/// a person, `cpu` goes nowhere).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Pads {
     pub agent: Pad,
@@ -78,6 +108,7 @@ pub enum Task {
     QuitMatch,
     Results,
     AgentCoin,
+    AgentToggle,
     CpuCoin,
     CpuToggle,
     CpuLevel,
@@ -95,10 +126,11 @@ impl Task {
             Task::QuitMatch => "quitting the played match (L+R+A+START, pressed and released until it quits)",
             Task::Results => "results screens: START back to character select",
             Task::AgentCoin => "character select: the bot's hand placing its coin",
+            Task::AgentToggle => "character select: the bot's hand switching its own port back to human (HMN)",
             Task::CpuCoin => "character select: the CPU port's hand placing its coin",
             Task::CpuToggle => "character select: the CPU port's hand switching its port to CPU",
             Task::CpuLevel => "character select: the CPU port's hand setting the level slider",
-            Task::Start => "character select: START once the ready banner shows",
+            Task::Start => "character select: START once the ready banner shows (against a person: once they have placed their coin)",
             Task::StageSelect => "stage select: moving to the stage, A",
             Task::MatchStart => "waiting for both fighters to enter the match",
         }
@@ -113,11 +145,13 @@ impl Task {
             Task::QuitMatch => "pause must be on in the match rules (the quit needs it); the pad reaches the game (doctor's pipe check)",
             Task::Results => "START must reach the game on the bot's port",
             Task::AgentCoin | Task::CpuCoin => {
-                "the hand pointer 0x804A0BC0 + 4 per port (coin state at +5, x/y at +0x0C/+0x10), the slot byte 0x803F0E0A + 0x24 per port (icon order), and the icon grid in characters.rs; all characters must be unlocked"
+                "the hand pointer 0x804A0BC0 + 4 per port (state at +5, what it grabs at +6, x/y at +0x0C/+0x10), the slot's character byte 0x803F0E0A + 0x24 per port (icon order, 0x19 none), and the icon grid in characters.rs; all characters must be unlocked"
             }
-            Task::CpuToggle => "the slot type byte 0x803F0E08 + 0x24 per port (0 human, 1 CPU) and the HMN/CPU toggle position in css.rs; the CPU port needs its own pipe",
-            Task::CpuLevel => "the level byte 0x8048082F + 0x24 per port, the holding-slider byte 0x803F0E0E + 0x24 per port, and the slider position in css.rs",
-            Task::Start => "the ready banner byte 0x804D6CF2 (0 = shown) and every coin placed",
+            Task::AgentToggle | Task::CpuToggle => {
+                "the slot type byte 0x803F0E07 + 0x24 per port (0 human, 1 CPU, 3 off) and the HMN/CPU toggle position in css.rs; the toggle ignores a hand that grabs something; the CPU port needs its own pipe"
+            }
+            Task::CpuLevel => "the level byte 0x8048082F + 0x24 per port, the hand's grab byte (+6: 4 + port while it holds that port's slider), and the slider position in css.rs",
+            Task::Start => "the ready banner byte 0x804D6CF2 (0 = shown): it shows once every open slot has a character and no hand grabs anything; against a person, their coin must be down",
             Task::StageSelect => "the stage cursor chain *(*(*(0x804D7820)+0x10)+0x28)+0x38/+0x3C and Final Destination's position in css.rs",
             Task::MatchStart => "the fighter pointers at the static player blocks (+0xB0) and the action state (+0x70)",
         }
@@ -174,13 +208,14 @@ pub fn describe_ram(ram: RamView, goal: &MenuGoal) -> String {
             Ok(v) => {
                 let hand = v.hand.map_or("no hand".to_string(), |(x, y)| format!("hand ({x:.1}, {y:.1})"));
                 format!(
-                    "; {name} port {n}: {hand}, coin {:?}, slot {:?}, icon {:#04x}{}, CPU level {}{}",
-                    v.coin,
+                    "; {name} port {n}: {hand} {:?}{}, slot {:?}, icon {:#04x}{}, CPU level {}{}",
+                    v.state,
+                    v.grab.map_or(String::new(), |g| format!(" ({g:?})")),
                     v.slot,
                     v.icon,
                     Character::by_icon(v.icon).map_or(String::new(), |c| format!(" ({c})")),
                     v.cpu_level,
-                    if v.holding_slider { ", holding the slider" } else { "" }
+                    if v.holding_slider { ", its slider held" } else { "" }
                 )
             }
             Err(e) => format!("; {name} port {n}: unreadable ({e})"),
@@ -193,7 +228,7 @@ pub fn describe_ram(ram: RamView, goal: &MenuGoal) -> String {
         }
         (scene::MAJOR_VS, scene::CSS) => {
             out += &port_line("bot", goal.agent_port);
-            out += &port_line("CPU", goal.opponent_port);
+            out += &port_line(goal.opponent.name(), goal.opponent_port);
             out += &format!("; ready banner {}", ram.u8(css::READY_BANNER).map_or("?".to_string(), |v| v.to_string()));
         }
         (scene::MAJOR_VS, scene::STAGE_SELECT) => {
@@ -204,7 +239,7 @@ pub fn describe_ram(ram: RamView, goal: &MenuGoal) -> String {
             };
         }
         (scene::MAJOR_VS, scene::IN_GAME | scene::SUDDEN_DEATH) => {
-            for (name, p) in [("bot", goal.agent_port), ("CPU", goal.opponent_port)] {
+            for (name, p) in [("bot", goal.agent_port), (goal.opponent.name(), goal.opponent_port)] {
                 let n = p + 1;
                 out += &match ram.player(p).and_then(|pl| pl.fighter()) {
                     Ok(Some(f)) => {
@@ -316,7 +351,9 @@ impl Navigator {
             let a = me.action_state()?;
             if !(action::ENTRY..=action::ENTRY_END).contains(&a) {
                 let (mine, theirs) = (me.internal_character()?, cpu.internal_character()?);
-                if mine != u32::from(g.agent_character.internal) || theirs != u32::from(g.cpu_character.internal) {
+                // A person plays whom they picked; a CPU must be the one asked.
+                let theirs_ok = g.opponent == Opponent::Human || theirs == u32::from(g.cpu_character.internal);
+                if mine != u32::from(g.agent_character.internal) || !theirs_ok {
                     return Err(MenuError::WrongCharacters {
                         agent: describe(Character::by_internal(mine), mine),
                         cpu: describe(Character::by_internal(theirs), theirs),
@@ -354,14 +391,18 @@ impl Navigator {
     fn character_select(&self, ram: RamView) -> Result<MenuStep, MenuError> {
         let g = self.goal;
         let me = css::port(ram, g.agent_port)?;
-        let cpu = css::port(ram, g.opponent_port)?;
         // Each hand works on its own; the step reported is the first one not done.
-        let agent = self.place_coin(me, g.agent_character).map(|p| (p, Task::AgentCoin));
-        let cpu_step = self.place_coin(cpu, g.cpu_character).map(|p| (p, Task::CpuCoin)).or_else(|| self.set_up_cpu(cpu, g.opponent_port, g.cpu_level));
+        let agent = self.bot_slot(me, g.agent_port, g.agent_character);
+        let cpu_step = match g.opponent {
+            Opponent::Cpu => self.cpu_slot(css::port(ram, g.opponent_port)?, g.opponent_port),
+            Opponent::Human => None, // their hand is theirs
+        };
         let pads = Pads { agent: agent.map_or(Pad::NEUTRAL, |a| a.0), cpu: cpu_step.map_or(Pad::NEUTRAL, |c| c.0) };
         Ok(match (agent, cpu_step) {
             (Some((_, task)), _) | (None, Some((_, task))) => MenuStep::Press(pads, task),
             (None, None) => {
+                // The banner shows once every open slot has a character and no hand
+                // grabs anything: against a person, once they have placed their coin.
                 let ready = ram.u8(css::READY_BANNER)? == css::READY_SHOWN;
                 let start = if ready { self.tap(Pad::NEUTRAL.with(Button::Start)) } else { Pad::NEUTRAL };
                 MenuStep::Press(Pads::agent(start), Task::Start)
@@ -369,32 +410,23 @@ impl Navigator {
         })
     }
 
-    /// The pad that brings `hand`'s coin onto `who`, or `None` once it is there.
-    fn place_coin(&self, v: PortView, who: Character) -> Option<Pad> {
-        if v.icon == who.icon && coin_down(&v) {
-            return None;
+    /// The bot's hand: its coin down on the bot's character, its own port a human one.
+    fn bot_slot(&self, v: PortView, port: usize, who: Character) -> Option<(Pad, Task)> {
+        // A coin in hand goes down first: the toggle ignores a hand that grabs.
+        if !matches!(v.grab, Some(Grab::Coin(_))) && v.slot != SlotType::Human {
+            return Some((self.press_toggle(v, port), Task::AgentToggle));
         }
-        let Some(at) = v.hand else { return Some(Pad::NEUTRAL) }; // not on screen yet
-        let target = who.icon_centre();
-        Some(match steer(at, target, css::WIGGLE) {
-            Some(pad) => pad,
-            // Over the icon with the coin in hand: A puts it down. With the coin down
-            // elsewhere (or no coin), B calls it back first (libmelee's way; B is only
-            // tapped, since held it leaves the screen).
-            None if v.coin == Coin::InHand => self.tap(Pad::NEUTRAL.with(Button::A)),
-            None => self.tap(Pad::NEUTRAL.with(Button::B)),
-        })
+        self.place_coin(v, who).map(|pad| (pad, Task::AgentCoin))
     }
 
-    /// The CPU port's own hand: its port to CPU, then the level, read back each frame.
-    fn set_up_cpu(&self, v: PortView, port: usize, level: u8) -> Option<(Pad, Task)> {
-        let at = v.hand?;
-        if v.slot != SlotType::Cpu {
-            let pad = steer(at, css::toggle(port), css::WIGGLE_FINE).unwrap_or_else(|| self.tap(Pad::NEUTRAL.with(Button::A)));
-            return Some((pad, Task::CpuToggle));
-        }
-        if v.holding_slider {
+    /// The CPU port's own hand: its slider let go of, its coin down on the CPU's
+    /// character, its port a CPU, then the level, read back each frame.
+    fn cpu_slot(&self, v: PortView, port: usize) -> Option<(Pad, Task)> {
+        let level = self.goal.cpu_level;
+        if v.holds_own_slider(port) {
             // libmelee drags with a light tilt and lets go once the level reads right.
+            // Until A lets go the hand "grabs", so nothing else may happen first: its
+            // coin is down, and steering toward the grid would drag the slider.
             let pad = match v.cpu_level.cmp(&level) {
                 std::cmp::Ordering::Greater => Pad::NEUTRAL.with_main(0.35, 0.5),
                 std::cmp::Ordering::Less => Pad::NEUTRAL.with_main(0.65, 0.5),
@@ -402,19 +434,47 @@ impl Navigator {
             };
             return Some((pad, Task::CpuLevel));
         }
+        if matches!(v.grab, Some(Grab::Other(_))) {
+            // Some other slider (handicap): A lets go.
+            return Some((self.tap(Pad::NEUTRAL.with(Button::A)), Task::CpuLevel));
+        }
+        if let Some(pad) = self.place_coin(v, self.goal.cpu_character) {
+            return Some((pad, Task::CpuCoin));
+        }
+        if v.slot != SlotType::Cpu {
+            return Some((self.press_toggle(v, port), Task::CpuToggle));
+        }
         if v.cpu_level != level {
+            let at = v.hand?;
             let token = css::slider_token(port, v.cpu_level);
             let pad = steer(at, token, css::WIGGLE_FINE).unwrap_or_else(|| self.tap(Pad::NEUTRAL.with(Button::A)));
             return Some((pad, Task::CpuLevel));
         }
         None
     }
-}
 
-/// The coin is down: placed, or (libmelee's `coin_down or cursor_y < 0`) the hand is
-/// an empty pointer on the panels below the grid, where the game reports it as 0.
-fn coin_down(v: &PortView) -> bool {
-    v.coin == Coin::Placed || (v.coin == Coin::None && v.hand.is_some_and(|(_, y)| y < 0.0))
+    /// The pad that brings this port's coin onto `who`, or `None` once it is down there.
+    fn place_coin(&self, v: PortView, who: Character) -> Option<Pad> {
+        if v.coin_down_on(who.icon) {
+            return None;
+        }
+        let Some(at) = v.hand else { return Some(Pad::NEUTRAL) }; // not on screen yet
+        let target = who.icon_centre();
+        Some(match steer(at, target, css::WIGGLE) {
+            Some(pad) => pad,
+            // Over the icon with the coin in hand: A puts it down. With an open hand
+            // (its coin down elsewhere), B calls its own coin back first (libmelee's
+            // way; B is only tapped, since held it leaves the screen).
+            None if matches!(v.grab, Some(Grab::Coin(_))) => self.tap(Pad::NEUTRAL.with(Button::A)),
+            None => self.tap(Pad::NEUTRAL.with(Button::B)),
+        })
+    }
+
+    /// Steer a port's hand to that port's HMN/CPU toggle and tap A there.
+    fn press_toggle(&self, v: PortView, port: usize) -> Pad {
+        let Some(at) = v.hand else { return Pad::NEUTRAL };
+        steer(at, css::toggle(port), css::WIGGLE_FINE).unwrap_or_else(|| self.tap(Pad::NEUTRAL.with(Button::A)))
+    }
 }
 
 /// Steer a hand at `at` toward `target`: a stick tilted in proportion to the distance
@@ -433,6 +493,7 @@ fn steer(at: (f32, f32), target: (f32, f32), wiggle: f32) -> Option<Pad> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dolphin::css::HandState;
     use crate::melee::characters::{FOX, LUIGI, MARTH};
     use crate::ram::{addr, static_player, RamMut};
 
@@ -469,17 +530,29 @@ mod tests {
         fn view(&self) -> RamView<'_> {
             RamView::mem1(&self.mem)
         }
-        fn hand(&mut self, port: usize, (x, y): (f32, f32), coin: Coin) -> &mut Self {
-            let h = HANDS + 0x100 * port as u32;
-            self.w().set_f32(h + css::HAND_X, x).unwrap();
-            self.w().set_f32(h + css::HAND_Y, y).unwrap();
-            self.w().set_u8(h + css::HAND_COIN, coin.byte()).unwrap();
+        /// A port's hand at (x, y) doing `h`, its bytes as the decompilation sets them:
+        /// 1 while it grabs (+6 says what), else 2 over the grid's band and 0 elsewhere.
+        fn hand(&mut self, port: usize, (x, y): (f32, f32), h: H) -> &mut Self {
+            let a = HANDS + 0x100 * port as u32;
+            let (state, grab) = match h {
+                H::Coin => (HandState::Grabbing, Grab::Coin(port)),
+                H::Slider => (HandState::Grabbing, Grab::CpuSlider(port)),
+                H::Open if (0.2..=22.0).contains(&y) => (HandState::OverGrid, Grab::Coin(0)),
+                H::Open => (HandState::Open, Grab::Coin(0)),
+            };
+            self.w().set_f32(a + css::HAND_X, x).unwrap();
+            self.w().set_f32(a + css::HAND_Y, y).unwrap();
+            self.w().set_u8(a + css::HAND_STATE, state.byte()).unwrap();
+            self.w().set_u8(a + css::HAND_GRAB, grab.byte()).unwrap();
+            self.w().set_u8(css::slot_addr(port, css::SLOT_HOLDING_SLIDER), (h == H::Slider) as u8).unwrap();
             self
         }
-        fn slot(&mut self, port: usize, kind: SlotType, icon: u8, level: u8, holding: bool) -> &mut Self {
+        /// A port's slot: what plays it (`p_kind` and `p_kind_prev`), the character
+        /// its coin is down on, the CPU level.
+        fn slot(&mut self, port: usize, kind: SlotType, icon: u8, level: u8) -> &mut Self {
             self.w().set_u8(css::slot_addr(port, css::SLOT_TYPE), kind.byte()).unwrap();
+            self.w().set_u8(css::slot_addr(port, css::SLOT_TYPE_PREV), kind.byte()).unwrap();
             self.w().set_u8(css::slot_addr(port, css::SLOT_ICON), icon).unwrap();
-            self.w().set_u8(css::slot_addr(port, css::SLOT_HOLDING_SLIDER), holding as u8).unwrap();
             self.w().set_u8(css::level_addr(port), level).unwrap();
             self
         }
@@ -500,6 +573,18 @@ mod tests {
             self
         }
     }
+
+    /// What a hand does.
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum H {
+        /// Grabs its own coin.
+        Coin,
+        /// Grabs its own CPU-level slider.
+        Slider,
+        /// Holds nothing.
+        Open,
+    }
+    const NONE: u8 = css::NO_ICON;
 
     fn press(step: MenuStep) -> (Pads, Task) {
         match step {
@@ -594,23 +679,23 @@ mod tests {
     #[test]
     fn the_bot_places_its_coin_on_fox_by_icon_order_not_by_external_id() {
         let mut s = Screenshot::css();
-        s.hand(1, (0.0, 0.0), Coin::InHand).slot(1, SlotType::Human, 0, 0, false);
+        s.hand(1, (0.0, 0.0), H::Coin).slot(1, SlotType::Human, NONE, 0);
         let mut nav = Navigator::new(goal(), false);
         let (pads, task) = press(nav.next(s.view()).unwrap());
         assert_eq!(task, Task::AgentCoin);
         let fox = FOX.icon_centre();
         assert!(pads.agent.main.x < 0.5 && pads.agent.main.y > 0.5, "toward Fox at {fox:?}: {:?}", pads.agent.main);
         // Over Luigi (the icon at Fox's external id 0x02): not there yet.
-        s.hand(1, LUIGI.icon_centre(), Coin::InHand);
+        s.hand(1, LUIGI.icon_centre(), H::Coin);
         let (pads, _) = press(nav.next(s.view()).unwrap());
         assert!(pads.agent.main.x < 0.5, "Luigi is not Fox: keep moving left");
-        s.hand(1, fox, Coin::InHand);
+        s.hand(1, fox, H::Coin);
         assert!(tapped(&two(&mut nav, &s), Button::A, true), "A on Fox");
-        // Coin down on the wrong one, hand over Fox: B calls the coin back.
-        s.hand(1, fox, Coin::Placed).slot(1, SlotType::Human, LUIGI.icon, 0, false);
+        // Coin down on the wrong one, an open hand over Fox: B calls the coin back.
+        s.hand(1, fox, H::Open).slot(1, SlotType::Human, LUIGI.icon, 0);
         assert!(tapped(&two(&mut nav, &s), Button::B, true));
         // Done: Fox with the coin down.
-        s.slot(1, SlotType::Human, FOX.icon, 0, false);
+        s.slot(1, SlotType::Human, FOX.icon, 0);
         let [(_, task), _] = two(&mut nav, &s);
         assert_ne!(task, Task::AgentCoin);
     }
@@ -620,35 +705,35 @@ mod tests {
         let g = goal();
         let mut s = Screenshot::css();
         // The bot is set; the CPU port is a human with its coin in hand.
-        s.hand(1, FOX.icon_centre(), Coin::Placed).slot(1, SlotType::Human, FOX.icon, 0, false);
-        s.hand(0, MARTH.icon_centre(), Coin::InHand).slot(0, SlotType::Human, 0, 0, false);
+        s.hand(1, FOX.icon_centre(), H::Open).slot(1, SlotType::Human, FOX.icon, 0);
+        s.hand(0, MARTH.icon_centre(), H::Coin).slot(0, SlotType::Human, NONE, 0);
         let mut nav = Navigator::new(g, false);
         let steps = two(&mut nav, &s);
         assert_eq!(steps[0].1, Task::CpuCoin);
         assert!(tapped(&steps, Button::A, false), "A on the CPU's own pad");
         assert!(!steps[0].0.agent.pressed(Button::A) && !steps[1].0.agent.pressed(Button::A), "the bot's hand stays still");
-        // Coin placed on Marth; the hand goes to its own toggle. Below the grid the
-        // coin reads "none" (a pointer), which still counts as down.
-        s.hand(0, (0.0, -5.0), Coin::None).slot(0, SlotType::Human, MARTH.icon, 0, false);
+        // Coin placed on Marth; the hand goes to its own toggle. Off the grid's band the
+        // hand's state reads 0 (an open hand), and the coin is still down.
+        s.hand(0, (0.0, -5.0), H::Open).slot(0, SlotType::Human, MARTH.icon, 0);
         let (pads, task) = press(nav.next(s.view()).unwrap());
         assert_eq!(task, Task::CpuToggle);
         assert!(pads.cpu.main.x < 0.5, "left toward port 0's toggle");
-        s.hand(0, css::toggle(0), Coin::None);
+        s.hand(0, css::toggle(0), H::Open);
         let steps = two(&mut nav, &s);
         assert!(tapped(&steps, Button::A, false), "A on the toggle");
         // CPU now, level 3: grab the token where level 3 puts it.
-        s.slot(0, SlotType::Cpu, MARTH.icon, 3, false);
+        s.slot(0, SlotType::Cpu, MARTH.icon, 3);
         let (_, task) = press(nav.next(s.view()).unwrap());
         assert_eq!(task, Task::CpuLevel);
-        s.hand(0, css::slider_token(0, 3), Coin::None);
+        s.hand(0, css::slider_token(0, 3), H::Open);
         assert!(tapped(&two(&mut nav, &s), Button::A, false), "grab the slider");
         // Holding: drag right until the byte reads 9, then let go.
-        s.slot(0, SlotType::Cpu, MARTH.icon, 5, true);
+        s.hand(0, css::slider_token(0, 5), H::Slider).slot(0, SlotType::Cpu, MARTH.icon, 5);
         assert_eq!(press(nav.next(s.view()).unwrap()).0.cpu.main.x, 0.65);
-        s.slot(0, SlotType::Cpu, MARTH.icon, 9, true);
+        s.slot(0, SlotType::Cpu, MARTH.icon, 9);
         assert!(tapped(&two(&mut nav, &s), Button::A, false), "let go at 9");
         // Everything set: START only once the banner is shown.
-        s.slot(0, SlotType::Cpu, MARTH.icon, 9, false);
+        s.hand(0, css::slider_token(0, 9), H::Open);
         let steps = two(&mut nav, &s);
         assert_eq!(steps[0].1, Task::Start);
         assert!(!steps.iter().any(|(p, _)| p.agent.pressed(Button::Start)), "no START while the banner is hidden");
@@ -657,14 +742,91 @@ mod tests {
     }
 
     #[test]
-    fn a_coin_read_from_the_wrong_byte_would_never_count_as_down() {
-        // The coin state is at +5 of the hand struct; a byte elsewhere saying 2 means
-        // nothing. With only +2 set, the bot's coin is not down: no START.
+    fn a_coin_in_hand_is_not_down_whatever_the_slot_shows() {
+        // The slot shows Fox, but the hand (+5 = 1, +6 = its own coin) still grabs the
+        // coin: not down, so A puts it down and there is no START. A byte elsewhere in
+        // the struct saying 2 means nothing.
         let mut s = Screenshot::css();
-        s.hand(1, FOX.icon_centre(), Coin::None).slot(1, SlotType::Human, FOX.icon, 0, false);
+        s.hand(1, FOX.icon_centre(), H::Coin).slot(1, SlotType::Human, FOX.icon, 0);
+        s.hand(0, MARTH.icon_centre(), H::Open).slot(0, SlotType::Cpu, MARTH.icon, 9);
         s.w().set_u8(HANDS + 0x100 + 2, 2).unwrap();
-        let (_, task) = press(Navigator::new(goal(), false).next(s.view()).unwrap());
-        assert_eq!(task, Task::AgentCoin);
+        let mut nav = Navigator::new(goal(), false);
+        let steps = two(&mut nav, &s);
+        assert_eq!(steps[0].1, Task::AgentCoin);
+        assert!(tapped(&steps, Button::A, true), "A puts the coin down");
+    }
+
+    #[test]
+    fn the_cpu_hand_holding_the_slider_drags_and_lets_go_before_anything_else() {
+        // Regression: the hand grabbing the slider reads 1 at +5, as a coin in hand does.
+        // The old navigator took it for the coin, steered the hand toward Marth (dragging
+        // the slider to its maximum) and never pressed A: the walk stopped at "the CPU
+        // port's hand placing its coin" whenever the level was not already the one asked.
+        let mut s = Screenshot::css();
+        s.hand(1, FOX.icon_centre(), H::Open).slot(1, SlotType::Human, FOX.icon, 0);
+        s.hand(0, css::slider_token(0, 5), H::Slider).slot(0, SlotType::Cpu, MARTH.icon, 5);
+        let mut nav = Navigator::new(goal(), false);
+        let (pads, task) = press(nav.next(s.view()).unwrap());
+        assert_eq!(task, Task::CpuLevel, "the slider first, not the coin");
+        assert_eq!((pads.cpu.main.x, pads.cpu.main.y), (0.65, 0.5), "a light tilt right, along the slider only");
+        // Above the level asked: left. At it: A lets go, and nothing steers.
+        s.slot(0, SlotType::Cpu, MARTH.icon, 9);
+        let mut g = goal();
+        g.cpu_level = 4;
+        let mut nav = Navigator::new(g, false);
+        assert_eq!(press(nav.next(s.view()).unwrap()).0.cpu.main.x, 0.35);
+        g.cpu_level = 9;
+        let steps = two(&mut Navigator::new(g, false), &s);
+        assert!(tapped(&steps, Button::A, false), "A lets go at 9");
+        assert!(steps.iter().all(|(p, t)| p.cpu.main == Pad::NEUTRAL.main && *t == Task::CpuLevel), "{steps:?}");
+    }
+
+    #[test]
+    fn the_bot_switches_its_own_port_back_to_human_when_it_is_a_cpu_or_off() {
+        // Regression: a bot port left on CPU (or off) let Melee's CPU play as "the bot".
+        for kind in [SlotType::Cpu, SlotType::Off] {
+            let mut s = Screenshot::css();
+            s.hand(1, FOX.icon_centre(), H::Open).slot(1, kind, FOX.icon, 9);
+            s.hand(0, MARTH.icon_centre(), H::Open).slot(0, SlotType::Cpu, MARTH.icon, 9);
+            s.w().set_u8(css::READY_BANNER, css::READY_SHOWN).unwrap();
+            let mut nav = Navigator::new(goal(), false);
+            let (pads, task) = press(nav.next(s.view()).unwrap());
+            assert_eq!(task, Task::AgentToggle, "{kind:?}");
+            assert!(pads.agent.main.y < 0.5 && !pads.agent.pressed(Button::Start), "down toward its toggle, no START: {pads:?}");
+            s.hand(1, css::toggle(1), H::Open);
+            assert!(tapped(&two(&mut nav, &s), Button::A, true), "{kind:?}: A on its own toggle");
+            s.slot(1, SlotType::Human, FOX.icon, 9);
+            assert_eq!(two(&mut nav, &s)[0].1, Task::Start, "{kind:?}");
+        }
+        // Its coin still in hand: down first (the toggle ignores a hand that grabs).
+        let mut s = Screenshot::css();
+        s.hand(1, FOX.icon_centre(), H::Coin).slot(1, SlotType::Cpu, FOX.icon, 9);
+        assert_eq!(press(Navigator::new(goal(), false).next(s.view()).unwrap()).1, Task::AgentCoin);
+    }
+
+    #[test]
+    fn against_a_person_their_port_is_left_alone_and_their_character_accepted() {
+        let g = MenuGoal { opponent: Opponent::Human, ..goal() };
+        let mut s = Screenshot::css();
+        s.hand(1, FOX.icon_centre(), H::Coin).slot(1, SlotType::Human, NONE, 0);
+        // The person still holds their coin, over Luigi.
+        s.hand(0, LUIGI.icon_centre(), H::Coin).slot(0, SlotType::Human, NONE, 0);
+        let mut nav = Navigator::new(g, false);
+        for _ in 0..4 {
+            let (pads, task) = press(nav.next(s.view()).unwrap());
+            assert_eq!(pads.cpu, Pad::NEUTRAL, "nothing on their port");
+            assert_eq!(task, Task::AgentCoin);
+        }
+        // The bot's coin is down; the banner waits for theirs; START once it shows.
+        s.hand(1, FOX.icon_centre(), H::Open).slot(1, SlotType::Human, FOX.icon, 0);
+        let steps = two(&mut nav, &s);
+        assert!(steps.iter().all(|(p, t)| *t == Task::Start && *p == Pads::NEUTRAL), "{steps:?}");
+        s.w().set_u8(css::READY_BANNER, css::READY_SHOWN).unwrap();
+        assert!(tapped(&two(&mut nav, &s), Button::Start, true));
+        // In game they play Luigi: that is theirs to choose.
+        let mut s = Screenshot::new(scene::MAJOR_VS, scene::IN_GAME);
+        s.fighters(action::WAIT, [FOX, LUIGI]);
+        assert_eq!(Navigator::new(g, false).next(s.view()).unwrap(), MenuStep::Done);
     }
 
     #[test]
@@ -690,12 +852,12 @@ mod tests {
     #[test]
     fn a_step_that_outlives_its_budget_says_which_step_and_what_ram_said() {
         let mut s = Screenshot::css();
-        s.hand(1, FOX.icon_centre(), Coin::InHand).slot(1, SlotType::Human, 0, 0, false);
+        s.hand(1, FOX.icon_centre(), H::Coin).slot(1, SlotType::Human, NONE, 0);
         let mut nav = Navigator::new(goal(), false);
         let err = (0..=Task::AgentCoin.budget() + 1).find_map(|_| nav.next(s.view()).err()).expect("stuck after the budget");
         let msg = err.to_string();
         assert!(matches!(err, MenuError::Stuck { task: Task::AgentCoin, .. }), "{msg}");
-        assert!(msg.contains("the bot's hand placing its coin") && msg.contains("coin InHand") && msg.contains("0x803F0E0A"), "{msg}");
+        assert!(msg.contains("the bot's hand placing its coin") && msg.contains("Grabbing (Coin(1))") && msg.contains("0x803F0E0A"), "{msg}");
     }
 
     #[test]

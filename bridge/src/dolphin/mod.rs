@@ -23,14 +23,18 @@
 //! Two ports are driven, each through its own pipe: the bot's, and the CPU's, whose own
 //! hand sets it up on the character-select screen (as the references do); during play
 //! the CPU's pipe gets a neutral pad every frame, which keeps a blocking-pipe Dolphin
-//! in lock-step.
+//! in lock-step. Against a person ([`menu::Opponent::Human`]) only the bot's port is a
+//! pipe: the person's port is mapped to their own controller ([`userdir::HumanPad`]).
 //!
 //! Timing: upstream Dolphin does not wait for input. [`Dolphin::step`] writes the pads,
 //! then waits for the frame counter to move; if it moved by more than one, the frames
 //! in between ran with the previous pad and are counted in
 //! [`Emulator::skipped_frames`] (the paper's agent suffered from exactly this; here it
 //! is visible). Every pad ends with `FLUSH`, which lock-steps Slippi builds with
-//! `BlockingPipes` (and the test peer), and which upstream ignores.
+//! `BlockingPipes` (and the test peer), and which upstream ignores. Melee's frame
+//! counter stands still while the game loads a scene (a stage takes seconds at real
+//! time), so the menus wait up to [`DolphinConfig::load_timeout`] for a frame, and play
+//! up to [`DolphinConfig::frame_timeout`].
 
 pub mod css;
 pub mod dol;
@@ -53,7 +57,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use sys::MappedRam;
 use thiserror::Error;
-pub use userdir::Speed;
+pub use userdir::{HumanPad, Speed};
 
 /// Everything that can go wrong, each with what to do about it.
 #[derive(Debug, Error)]
@@ -128,8 +132,14 @@ pub struct DolphinConfig {
     pub tick: TickSource,
     /// Boot: Dolphin up, RAM mapped, the pipes open, the frame counter moving.
     pub boot_timeout: Duration,
-    /// Longest wait for one frame (or for the pipe to drain).
+    /// Longest wait for one frame of play (or for the pipe to drain).
     pub frame_timeout: Duration,
+    /// Longest wait for one frame in the menus, which includes Melee's loads (the frame
+    /// counter stands still while a scene loads).
+    pub load_timeout: Duration,
+    /// The person's controller when the opponent is a person
+    /// ([`menu::Opponent::Human`]); their port is [`MatchSetup::opponent_port`].
+    pub human_pad: Option<HumanPad>,
     /// Most frames `reset` may spend in menus.
     pub menu_frame_limit: u64,
     /// Extra command-line arguments (e.g. `-C Dolphin.Core.X=Y`).
@@ -153,6 +163,8 @@ impl DolphinConfig {
             tick: TickSource::FrameCounter,
             boot_timeout: Duration::from_secs(60),
             frame_timeout: Duration::from_secs(5),
+            load_timeout: Duration::from_secs(60),
+            human_pad: None,
             menu_frame_limit: 60 * 180,
             extra_args: vec![],
             require_ticks: true,
@@ -229,6 +241,14 @@ impl Drop for Dolphin {
 impl Dolphin {
     /// Start Dolphin and wait until it runs: RAM mapped, frames ticking, pipes open.
     pub fn launch(cfg: DolphinConfig) -> Result<Dolphin, DolphinError> {
+        if let Game::Melee(goal) = &cfg.game {
+            if goal.opponent == menu::Opponent::Human && cfg.human_pad.is_none() {
+                return Err(DolphinError::Config("a person as the opponent needs their controller (human_pad)".into()));
+            }
+        }
+        if cfg.setup.agent_port == cfg.setup.opponent_port {
+            return Err(DolphinError::Config(format!("the bot and its opponent are both on port {}", cfg.setup.agent_port + 1)));
+        }
         let exe = process::find_executable(cfg.executable.as_deref())?;
         if !cfg.image.is_file() {
             return Err(DolphinError::ImageMissing(cfg.image.clone()));
@@ -308,9 +328,9 @@ impl Dolphin {
         }
     }
 
-    /// Wait for the frame after the last one seen; returns how many frames ran on the
-    /// old pad before it (0 in lock-step).
-    fn tick(&mut self) -> Result<u64, DolphinError> {
+    /// Wait (at most `timeout`) for the frame after the last one seen; returns how many
+    /// frames ran on the old pad before it (0 in lock-step).
+    fn tick(&mut self, timeout: Duration) -> Result<u64, DolphinError> {
         let before = self.last_frame;
         let start = Instant::now();
         let mut spins = 0u32;
@@ -319,9 +339,9 @@ impl Dolphin {
             if now != before {
                 break now;
             }
-            if start.elapsed() > self.cfg.frame_timeout {
+            if start.elapsed() > timeout {
                 self.check_alive()?;
-                return Err(DolphinError::NoFrames { counter: addr::FRAME_COUNTER, waited: self.cfg.frame_timeout, log: self.run.proc.log_tail(20) });
+                return Err(DolphinError::NoFrames { counter: addr::FRAME_COUNTER, waited: timeout, log: self.run.proc.log_tail(20) });
             }
             // Spin briefly (an unlimited-speed frame takes well under a millisecond),
             // then back off so a real-time Dolphin does not cost a whole core.
@@ -338,9 +358,9 @@ impl Dolphin {
     }
 
     /// Hold `pads` (one per driven port, the bot's first) for the next frame: one write
-    /// per pipe, then wait for the frame to end. Returns the frames that ran on the
-    /// previous pads since the last tick.
-    fn step_pads(&mut self, pads: &[Pad]) -> Result<u64, DolphinError> {
+    /// per pipe, then wait (at most `tick_timeout`) for the frame to end. Returns the
+    /// frames that ran on the previous pads since the last tick.
+    fn step_pads(&mut self, pads: &[Pad], tick_timeout: Duration) -> Result<u64, DolphinError> {
         self.check_alive()?;
         // Which frame is on now, read right before the write: a frame that ran since
         // the last tick must not be taken for the one our pad makes (free-running
@@ -354,7 +374,7 @@ impl Dolphin {
         for (pipe, pad) in self.run.pipes.iter_mut().zip(pads.iter().chain(std::iter::repeat(&Pad::NEUTRAL))) {
             pipe.send(pad, true, timeout)?;
         }
-        Ok(ran_meanwhile + self.tick()?)
+        Ok(ran_meanwhile + self.tick(tick_timeout)?)
     }
 
     /// Run the menus until a fresh match is on (Melee only). `trace` hears of every
@@ -375,7 +395,8 @@ impl Dolphin {
                         trace(MenuTrace { task: Some(task), frame, ram: self.ram(), goal: &goal });
                         last = Some(task);
                     }
-                    self.step_pads(&[pads.agent, pads.cpu])?;
+                    // A press in the menus may start a load: wait as long as one takes.
+                    self.step_pads(&[pads.agent, pads.cpu], self.cfg.load_timeout)?;
                 }
             }
         }
@@ -400,12 +421,12 @@ impl MenuTrace<'_> {
     }
 }
 
-/// The ports Shine drives through pipes: the bot's, and for Melee the CPU's (its hand
-/// sets it up on the menus).
+/// The ports Shine drives through pipes: the bot's, and for Melee against a CPU the
+/// CPU's (its hand sets it up on the menus).
 fn driven_ports(cfg: &DolphinConfig) -> Vec<usize> {
     match cfg.game {
-        Game::Melee(_) => vec![cfg.setup.agent_port, cfg.setup.opponent_port],
-        Game::Homebrew => vec![cfg.setup.agent_port],
+        Game::Melee(goal) if goal.opponent == menu::Opponent::Cpu => vec![cfg.setup.agent_port, cfg.setup.opponent_port],
+        Game::Melee(_) | Game::Homebrew => vec![cfg.setup.agent_port],
     }
 }
 
@@ -415,6 +436,10 @@ fn userdir_spec(cfg: &DolphinConfig) -> userdir::UserDirSpec {
         speed: cfg.speed,
         memory_watcher: (cfg.tick == TickSource::MemoryWatcher).then(|| vec![format!("{:08X}", addr::FRAME_COUNTER)]),
         boot_to_css: matches!(cfg.game, Game::Melee(_)),
+        human: match cfg.game {
+            Game::Melee(goal) if goal.opponent == menu::Opponent::Human => cfg.human_pad.clone().map(|pad| (cfg.setup.opponent_port, pad)),
+            _ => None,
+        },
     }
 }
 
@@ -566,15 +591,15 @@ impl Emulator for Dolphin {
                 let goal = MenuGoal { agent_port: setup.agent_port, opponent_port: setup.opponent_port, cpu_level: setup.cpu_level, ..goal };
                 self.navigate(goal, &mut |_| {}).map(drop)
             }
-            Game::Homebrew => self.step_pads(&[Pad::NEUTRAL]).map(drop),
+            Game::Homebrew => self.step_pads(&[Pad::NEUTRAL], self.cfg.frame_timeout).map(drop),
         }
     }
 
     fn step(&mut self, pad: &Pad) -> Result<(), DolphinError> {
         self.played = true;
         // The CPU's port (Melee) gets a neutral pad: a CPU ignores it, and a
-        // blocking-pipe Dolphin waits for every pipe.
-        self.stats.skipped += self.step_pads(std::slice::from_ref(pad))?;
+        // blocking-pipe Dolphin may wait for every pipe.
+        self.stats.skipped += self.step_pads(std::slice::from_ref(pad), self.cfg.frame_timeout)?;
         Ok(())
     }
 

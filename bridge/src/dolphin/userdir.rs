@@ -5,7 +5,9 @@
 //! <dir>/Config/Dolphin.ini          JIT, fastmem, DSP HLE, no audio, Null video, cheats on,
 //!                                   standard controllers on the two match ports, no
 //!                                   memory cards, speed
-//! <dir>/Config/GCPadNew.ini         each driven port mapped to Pipe/0/bot<port + 1>
+//! <dir>/Config/GCPadNew.ini         each driven port mapped to Pipe/0/bot<port + 1>; a
+//!                                   person's port to their pad (unless it is the
+//!                                   GameCube controller adapter, which needs no mapping)
 //! <dir>/Pipes/bot<port + 1>         one controller FIFO per driven port (the bot's, and
 //!                                   the CPU's, whose own hand sets it up on the menus);
 //!                                   they must exist before Dolphin starts
@@ -42,6 +44,51 @@ impl Speed {
     }
 }
 
+/// A person's controller, on a port of their own (`shine-worker play --human-port`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum HumanPad {
+    /// Nintendo's GameCube controller adapter (or a clone in its Wii U mode): Dolphin
+    /// reads it directly (`SIDevice = 12`, Dolphin's `SIDEVICE_WIIU_ADAPTER`); no
+    /// mapping.
+    Adapter,
+    /// Any other pad Dolphin sees, as a standard controller (`SIDevice = 6`): its
+    /// device string (`evdev/0/<name>`, `SDL/0/<name>`, ...) and its mapping, the
+    /// `key = value` lines of a Dolphin GCPad profile.
+    Mapped { device: String, mapping: Vec<(String, String)> },
+}
+
+impl HumanPad {
+    /// A pad from a Dolphin GCPad profile (what Dolphin's Controllers window saves as
+    /// `Config/Profiles/GCPad/<name>.ini`): its `[Profile]` lines, `Device` among them.
+    /// `device` replaces the profile's own device string.
+    pub fn from_profile(text: &str, device: Option<&str>) -> Result<HumanPad, String> {
+        let mut in_profile = false;
+        let mut found_device = None;
+        let mut mapping = vec![];
+        for line in text.lines().map(str::trim) {
+            if line.starts_with('[') {
+                in_profile = line == "[Profile]";
+                continue;
+            }
+            if !in_profile || line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let (k, v) = line.split_once('=').ok_or(format!("the profile line {line:?} is not `key = value`"))?;
+            let (k, v) = (k.trim(), v.trim());
+            if k == "Device" {
+                found_device = Some(v.to_string());
+            } else {
+                mapping.push((k.to_string(), v.to_string()));
+            }
+        }
+        if mapping.is_empty() {
+            return Err("the profile has no [Profile] section with button mappings (save one in Dolphin: Controllers, Configure, Profile, Save)".into());
+        }
+        let device = device.map(str::to_string).or(found_device).ok_or("the profile names no Device; give one")?;
+        Ok(HumanPad::Mapped { device, mapping })
+    }
+}
+
 /// What the folder should configure.
 #[derive(Debug, Clone)]
 pub struct UserDirSpec {
@@ -53,6 +100,8 @@ pub struct UserDirSpec {
     pub memory_watcher: Option<Vec<String>>,
     /// Enable the boot-to-character-select Gecko code for Melee.
     pub boot_to_css: bool,
+    /// A person's port (0-based) and their controller.
+    pub human: Option<(usize, HumanPad)>,
 }
 
 /// The files of one instance's folder.
@@ -65,8 +114,11 @@ pub struct UserDir {
     pub watcher_socket: Option<PathBuf>,
 }
 
-/// Dolphin's number for a standard GameCube controller on a serial port.
+/// Dolphin's numbers for the devices on a serial port (`SIDevices` in Dolphin's
+/// `Source/Core/Core/HW/SI/SI_Device.h`): a standard GameCube controller, and the
+/// GameCube controller adapter for Wii U.
 const SI_GC_CONTROLLER: u32 = 6;
+const SI_WIIU_ADAPTER: u32 = 12;
 const SI_NONE: u32 = 0;
 /// Dolphin's number for an empty memory-card slot (`EXIDeviceType::None`): the paper's
 /// setup plays with none, so no save prompt or card check can stall the menus.
@@ -75,7 +127,12 @@ const EXI_NONE: u32 = 255;
 pub fn dolphin_ini(spec: &UserDirSpec) -> String {
     let mut si = String::new();
     for port in 0..4 {
-        let dev = if spec.pipe_ports.contains(&port) { SI_GC_CONTROLLER } else { SI_NONE };
+        let dev = match &spec.human {
+            Some((p, HumanPad::Adapter)) if *p == port => SI_WIIU_ADAPTER,
+            Some((p, HumanPad::Mapped { .. })) if *p == port => SI_GC_CONTROLLER,
+            _ if spec.pipe_ports.contains(&port) => SI_GC_CONTROLLER,
+            _ => SI_NONE,
+        };
         si.push_str(&format!("SIDevice{port} = {dev}\n"));
     }
     format!(
@@ -94,9 +151,17 @@ pub fn pipe_name(port: usize) -> String {
     format!("bot{}", port + 1)
 }
 
-/// `[GCPad<n>]` for each driven port, mapped to its FIFO (reference, section 4).
-pub fn gcpad_ini(ports: &[usize]) -> String {
-    ports.iter().map(|&p| gcpad_section(p)).collect()
+/// `[GCPad<n>]` for each driven port, mapped to its FIFO (reference, section 4), and
+/// for a person's mapped pad its device and mapping.
+pub fn gcpad_ini(ports: &[usize], human: Option<&(usize, HumanPad)>) -> String {
+    let mut out: String = ports.iter().map(|&p| gcpad_section(p)).collect();
+    if let Some((port, HumanPad::Mapped { device, mapping })) = human {
+        out.push_str(&format!("[GCPad{}]\nDevice = {device}\n", port + 1));
+        for (k, v) in mapping {
+            out.push_str(&format!("{k} = {v}\n"));
+        }
+    }
+    out
 }
 
 fn gcpad_section(port: usize) -> String {
@@ -148,8 +213,11 @@ impl UserDir {
                 return Err(DolphinError::PathTooLong { path: sock.clone(), len, max: MAX_SOCKET_PATH });
             }
         }
-        if let Some(p) = spec.pipe_ports.iter().find(|p| **p > 3) {
+        if let Some(p) = spec.pipe_ports.iter().chain(spec.human.iter().map(|(p, _)| p)).find(|p| **p > 3) {
             return Err(DolphinError::Config(format!("port {p} is out of range (0..=3)")));
+        }
+        if let Some((p, _)) = spec.human.as_ref().filter(|(p, _)| spec.pipe_ports.contains(p)) {
+            return Err(DolphinError::Config(format!("port {} cannot be both a person's and a pipe", p + 1)));
         }
         for sub in ["Config", "Pipes", "GameSettings"] {
             let p = root.join(sub);
@@ -160,7 +228,7 @@ impl UserDir {
             std::fs::write(&p, text).map_err(io_err(&p, "writing"))
         };
         write("Config/Dolphin.ini", &dolphin_ini(spec))?;
-        write("Config/GCPadNew.ini", &gcpad_ini(&spec.pipe_ports))?;
+        write("Config/GCPadNew.ini", &gcpad_ini(&spec.pipe_ports, spec.human.as_ref()))?;
         if spec.boot_to_css {
             write("GameSettings/GALE01.ini", MELEE_GAME_SETTINGS)?;
         }
@@ -195,7 +263,7 @@ mod tests {
     use std::os::unix::fs::FileTypeExt;
 
     fn spec() -> UserDirSpec {
-        UserDirSpec { pipe_ports: vec![1, 0], speed: Speed::Unlimited, memory_watcher: Some(vec!["80479D60".into()]), boot_to_css: true }
+        UserDirSpec { pipe_ports: vec![1, 0], speed: Speed::Unlimited, memory_watcher: Some(vec!["80479D60".into()]), boot_to_css: true, human: None }
     }
 
     #[test]
@@ -234,6 +302,33 @@ mod tests {
         // Reusing the folder replaces the FIFO instead of failing.
         UserDir::create(dir.path(), &UserDirSpec { speed: Speed::RealTime, ..spec() }).unwrap();
         assert!(std::fs::read_to_string(dir.path().join("Config/Dolphin.ini")).unwrap().contains("EmulationSpeed = 1.0"));
+    }
+
+    #[test]
+    fn a_persons_port_gets_their_controller_and_no_pipe() {
+        let dir = tempfile::tempdir().unwrap();
+        // The adapter: SIDevice 12 on their port, nothing in GCPadNew.ini for it.
+        let s = UserDirSpec { pipe_ports: vec![1], human: Some((0, HumanPad::Adapter)), ..spec() };
+        let u = UserDir::create(dir.path(), &s).unwrap();
+        let ini = std::fs::read_to_string(dir.path().join("Config/Dolphin.ini")).unwrap();
+        assert!(ini.contains("SIDevice0 = 12\n") && ini.contains("SIDevice1 = 6\n"), "{ini}");
+        let pad = std::fs::read_to_string(dir.path().join("Config/GCPadNew.ini")).unwrap();
+        assert!(!pad.contains("[GCPad1]") && pad.contains("[GCPad2]\nDevice = Pipe/0/bot2"), "{pad}");
+        assert_eq!(u.pipes, [dir.path().join("Pipes/bot2")]);
+        // A pad mapped by a Dolphin profile, its device string replaced.
+        let profile = "[Profile]\nDevice = evdev/0/Some Pad\nButtons/A = `SOUTH`\nMain Stick/Up = `Axis 1-`\n";
+        let mapped = HumanPad::from_profile(profile, Some("evdev/0/Xbox Wireless Controller")).unwrap();
+        let s = UserDirSpec { pipe_ports: vec![0], human: Some((3, mapped)), ..spec() };
+        UserDir::create(dir.path(), &s).unwrap();
+        let ini = std::fs::read_to_string(dir.path().join("Config/Dolphin.ini")).unwrap();
+        assert!(ini.contains("SIDevice3 = 6\n") && ini.contains("SIDevice1 = 0\n"), "{ini}");
+        let pad = std::fs::read_to_string(dir.path().join("Config/GCPadNew.ini")).unwrap();
+        assert!(pad.contains("[GCPad4]\nDevice = evdev/0/Xbox Wireless Controller\nButtons/A = `SOUTH`\nMain Stick/Up = `Axis 1-`\n"), "{pad}");
+        // A person's port cannot also be a pipe; a profile without mappings is refused.
+        let clash = UserDirSpec { pipe_ports: vec![0], human: Some((0, HumanPad::Adapter)), ..spec() };
+        assert!(UserDir::create(dir.path(), &clash).unwrap_err().to_string().contains("both a person's and a pipe"));
+        assert!(HumanPad::from_profile("[Profile]\nDevice = x\n", None).unwrap_err().contains("Save"));
+        assert!(HumanPad::from_profile("[Profile]\nButtons/A = `A`\n", None).unwrap_err().contains("Device"));
     }
 
     #[test]

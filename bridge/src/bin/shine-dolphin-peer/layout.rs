@@ -1,5 +1,6 @@
-//! The peer's own copy of Melee's menu layout, written from the references (Slippi's
-//! `SendMenuFrame.asm`, m-ex's `css.h`, libmelee's `menuhelper.py` and `enums.py`), not
+//! The peer's own copy of Melee's menu layout, written from the references (the
+//! decompilation's `mncharsel.c` and `mn/types.h`, Slippi's `SendMenuFrame.asm`,
+//! libmelee's `menuhelper.py` and `enums.py`), not
 //! taken from the navigator's `shine_bridge::dolphin::css` and `melee::characters`: a
 //! wrong constant there then shows up as a failing peer test instead of agreeing with
 //! itself.
@@ -11,28 +12,40 @@ pub const SELECTION: u32 = 0x804A_04F3;
 pub const TOP: u8 = 0;
 pub const VS: u8 = 2;
 
-/// Hands: pointers at 0x804A0BC0 + 4 per port; in the struct (m-ex `CSSCursor`) the
-/// port at +4, the state at +5, x and y at +0xC and +0x10.
+/// Hands (`CSSCursorData`): pointers at 0x804A0BC0 + 4 per port; in the struct the
+/// port at +4, the state at +5, what it grabs at +6, x and y at +0xC and +0x10.
 pub const HAND_PTRS: u32 = 0x804A_0BC0;
 pub const HAND_PORT: u32 = 0x4;
 pub const HAND_STATE: u32 = 0x5;
+pub const HAND_GRAB: u32 = 0x6;
 pub const HAND_X: u32 = 0xC;
 pub const HAND_Y: u32 = 0x10;
-/// Hand states (Slippi's comment): pointing, holding the coin, coin put down, unplugged.
-pub const STATE_POINTING: u8 = 0;
-pub const STATE_HOLDING: u8 = 1;
-pub const STATE_PLACED: u8 = 2;
+/// Hand states (`mncharsel.c`): 1 while grabbing (a coin, or a slider until A lets
+/// go); otherwise, every frame, 2 for an open hand over the grid's band
+/// (`GRID_BAND`), 0 elsewhere; 3 unplugged.
+pub const STATE_OPEN: u8 = 0;
+pub const STATE_GRABBING: u8 = 1;
+pub const STATE_OVER_GRID: u8 = 2;
 pub const STATE_UNPLUGGED: u8 = 3;
+pub const GRID_BAND: std::ops::RangeInclusive<f32> = 0.2..=22.0;
+/// What a grabbing hand holds (+6): the coin of slot n is n, its CPU slider 4 + n.
+pub const GRAB_CPU_SLIDER: u8 = 4;
 
-/// Slots: 0x803F0E08 + 0x24 per port; +0 type, +2 character (icon order), +6 holding
-/// the CPU slider. Types: 0 human, 1 CPU, 3 off.
-pub const SLOTS: u32 = 0x803F_0E08;
+/// Slots (`CSSDoor`, 0x24 bytes a port): `p_kind` at 0x803F0E07, `p_kind_prev` at
+/// 0x803F0E08 (the game copies one to the other in the frame of every toggle), the
+/// chosen character `sel_icon` at 0x803F0E0A (icon order, 0x19 none), and
+/// `is_hold_cpu_slider` at 0x803F0E0E. Kinds: 0 human, 1 CPU, 3 off.
+pub const P_KIND: u32 = 0x803F_0E07;
+pub const P_KIND_PREV: u32 = 0x803F_0E08;
+pub const SEL_ICON: u32 = 0x803F_0E0A;
+pub const HOLD_CPU_SLIDER: u32 = 0x803F_0E0E;
 pub const SLOT_STRIDE: u32 = 0x24;
+pub const NO_ICON: u8 = 0x19;
 pub const HUMAN: u8 = 0;
 pub const CPU: u8 = 1;
 pub const OFF: u8 = 3;
 pub fn slot(port: usize, field: u32) -> u32 {
-    SLOTS + SLOT_STRIDE * port as u32 + field
+    field + SLOT_STRIDE * port as u32
 }
 /// CPU levels: 0x8048082F + 0x24 per port.
 pub fn level(port: usize) -> u32 {

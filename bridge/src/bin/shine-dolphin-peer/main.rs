@@ -4,7 +4,9 @@
 //! does what the Dolphin backend relies on and nothing more:
 //! - reads `Config/GCPadNew.ini` to learn which ports' pads are `Pipe/0/<name>`, and
 //!   opens each `Pipes/<name>` `O_RDONLY | O_NONBLOCK`, parsing the pipe protocol line
-//!   by line: one pad, and one hand on the menus, per port;
+//!   by line: one pad, and one hand on the menus, per port; a port with another device
+//!   there, or `SIDeviceN = 12` (the GameCube controller adapter) in
+//!   `Config/Dolphin.ini`, is a person's, played by a stand-in ([`menus`]);
 //! - exposes its "guest RAM" as `/dev/shm/dolphin-emu.<pid>`, created, sized, mapped and
 //!   unlinked at once, so `/proc/<pid>/fd` shows `... (deleted)` as for Dolphin;
 //! - ticks frames: Melee's frame counter (0x80479D60) moves once per frame, written
@@ -23,6 +25,10 @@
 //! | `boot_to` | `css`: boot straight to character select, as the boot-to-CSS Gecko code does; `title`: to the title screen (css) |
 //! | `cpu_level_start` | the level a port's slider shows when it becomes a CPU (1) |
 //! | `missed_pauses` | the first this many pauses in a match are missed (0) |
+//! | `slot_N` | what port N's slot (1..=4) starts as: `human`, `cpu` or `off` (human when plugged) |
+//! | `human_character` | the character a person's stand-in picks, by name (Luigi) |
+//! | `human_level` | the level at which the simulator's CPU plays the person's side (5) |
+//! | `stage_load_ms` | the frame counter stands still this long once the stage is chosen, as during Melee's stage load (0) |
 //! | `pace` | `lockstep`: once a bot has connected, one frame per `FLUSH` on every connected pipe (Slippi's blocking pipes; before that the boot runs free at `fps` and waits on its last frame); `free`: `fps` frames a second whatever the bot does, like upstream Dolphin (lockstep) |
 //! | `fps` | frames per second when free-running (60) |
 //! | `boot_frames` | frames ticked on their own before the menus (10) |
@@ -34,7 +40,7 @@
 mod layout;
 mod menus;
 
-use menus::{MenuScenario, Menus, Screen};
+use menus::{MenuScenario, Menus, Plug, Screen};
 use shine_bridge::dolphin::sys::SharedRamWriter;
 use shine_bridge::pad::{parse_line, Command};
 use shine_bridge::ram::{addr, RamMut, SIM_WINDOW};
@@ -51,6 +57,7 @@ const SEGMENT_SIZE: u64 = 0x0200_0000;
 
 struct Scenario {
     menus: MenuScenario,
+    stage_load: Duration,
     lockstep: bool,
     fps: f64,
     boot_frames: u32,
@@ -62,7 +69,17 @@ struct Scenario {
 
 fn parse_scenario(text: &str) -> Result<Scenario, String> {
     let mut s = Scenario {
-        menus: MenuScenario { boot_to_title: false, missed_pauses: 0, cpu_level_start: 1, seed: 0, stocks: MatchSetup::default().stocks },
+        menus: MenuScenario {
+            boot_to_title: false,
+            missed_pauses: 0,
+            cpu_level_start: 1,
+            seed: 0,
+            stocks: MatchSetup::default().stocks,
+            slots: [None; 4],
+            human_icon: icon_by_name("Luigi").expect("Luigi is on the grid"),
+            human_level: 5,
+        },
+        stage_load: Duration::ZERO,
         lockstep: true,
         fps: 60.0,
         boot_frames: 10,
@@ -87,6 +104,18 @@ fn parse_scenario(text: &str) -> Result<Scenario, String> {
             }
             "cpu_level_start" => s.menus.cpu_level_start = v.parse().ok().filter(|l| (1..=9).contains(l)).ok_or_else(bad)?,
             "missed_pauses" => s.menus.missed_pauses = v.parse().map_err(|_| bad())?,
+            "slot_1" | "slot_2" | "slot_3" | "slot_4" => {
+                let p = usize::from(k.as_bytes()[5] - b'1');
+                s.menus.slots[p] = Some(match v {
+                    "human" => layout::HUMAN,
+                    "cpu" => layout::CPU,
+                    "off" => layout::OFF,
+                    _ => return Err(bad()),
+                });
+            }
+            "human_character" => s.menus.human_icon = icon_by_name(v).ok_or_else(bad)?,
+            "human_level" => s.menus.human_level = v.parse().ok().filter(|l| (1..=9).contains(l)).ok_or_else(bad)?,
+            "stage_load_ms" => s.stage_load = Duration::from_millis(v.parse().map_err(|_| bad())?),
             "pace" => s.lockstep = v == "lockstep",
             "fps" => s.fps = v.parse().map_err(|_| bad())?,
             "boot_frames" => s.boot_frames = v.parse().map_err(|_| bad())?,
@@ -100,16 +129,45 @@ fn parse_scenario(text: &str) -> Result<Scenario, String> {
     Ok(s)
 }
 
+/// An icon by its character's name on the grid (case-insensitive).
+fn icon_by_name(name: &str) -> Option<u8> {
+    layout::GRID.iter().position(|(n, _, _)| n.eq_ignore_ascii_case(name)).map(|i| i as u8)
+}
+
 /// `[GCPadN]` ... `Device = Pipe/0/<name>`: (port, name) pairs.
 fn pipe_ports(ini: &str) -> Vec<(usize, String)> {
+    gcpad_devices(ini).into_iter().filter_map(|(p, dev)| Some((p, dev.strip_prefix("Pipe/")?.split_once('/')?.1.to_string()))).collect()
+}
+
+/// `[GCPadN]` ... `Device = <device>`: (port, device) pairs.
+fn gcpad_devices(ini: &str) -> Vec<(usize, String)> {
     let mut out = vec![];
     let mut port = None;
     for line in ini.lines().map(str::trim) {
         if let Some(n) = line.strip_prefix("[GCPad").and_then(|r| r.strip_suffix(']')) {
             port = n.parse::<usize>().ok().and_then(|n| n.checked_sub(1));
-        } else if let (Some(p), Some(dev)) = (port, line.strip_prefix("Device = Pipe/")) {
-            if let Some((_, name)) = dev.split_once('/') {
-                out.push((p, name.to_string()));
+        } else if let (Some(p), Some(dev)) = (port, line.strip_prefix("Device = ")) {
+            out.push((p, dev.to_string()));
+        }
+    }
+    out
+}
+
+/// Ports a person plays: a `[GCPadN]` device that is not a pipe, or `SIDeviceN = 12`
+/// (Dolphin's `SIDEVICE_WIIU_ADAPTER`, the GameCube controller adapter) in Dolphin.ini.
+fn person_ports(gcpad: &str, dolphin_ini: &str) -> [bool; 4] {
+    let mut out = [false; 4];
+    for (p, dev) in gcpad_devices(gcpad) {
+        if p < 4 && !dev.starts_with("Pipe/") {
+            out[p] = true;
+        }
+    }
+    for line in dolphin_ini.lines().map(str::trim) {
+        if let Some((k, v)) = line.strip_prefix("SIDevice").and_then(|r| r.split_once('=')) {
+            if let (Ok(p), "12") = (k.trim().parse::<usize>(), v.trim()) {
+                if p < 4 {
+                    out[p] = true;
+                }
             }
         }
     }
@@ -118,6 +176,7 @@ fn pipe_ports(ini: &str) -> Vec<(usize, String)> {
 
 struct Peer {
     ram: SharedRamWriter,
+    stage_load: Duration,
     boot_left: u32,
     menus: Menus,
     frame: u32,
@@ -140,7 +199,14 @@ impl Peer {
                 self.menus.booted();
             }
         } else {
+            let was_in_game = self.menus.in_game();
             self.menus.frame(pads);
+            if !was_in_game && self.menus.in_game() && !self.stage_load.is_zero() {
+                // Melee loads the stage between the last stage-select frame and the
+                // first frame of the match: nothing ticks meanwhile.
+                eprintln!("peer: loading the stage for {:?}, as the scenario asks", self.stage_load);
+                std::thread::sleep(self.stage_load);
+            }
         }
         if let Screen::InGame { sim, .. } = &self.menus.screen {
             copy_window(&mut self.ram, sim);
@@ -244,9 +310,14 @@ fn run() -> Result<(), String> {
         }
         Err(_) => None,
     };
-    let plugged = std::array::from_fn(|p| pipes.iter().any(|i| i.port == p));
-    let menus = Menus::new(scen.menus.clone(), plugged);
-    let mut peer = Peer { ram, boot_left: scen.boot_frames.max(1), menus, frame: 0, played: 0, crash_after: scen.crash_after, watcher };
+    let persons = person_ports(&ini, &std::fs::read_to_string(user.join("Config/Dolphin.ini")).unwrap_or_default());
+    let plugs = std::array::from_fn(|p| match (pipes.iter().any(|i| i.port == p), persons[p]) {
+        (true, _) => Plug::Pipe,
+        (false, true) => Plug::Person,
+        (false, false) => Plug::Nothing,
+    });
+    let menus = Menus::new(scen.menus.clone(), plugs);
+    let mut peer = Peer { ram, stage_load: scen.stage_load, boot_left: scen.boot_frames.max(1), menus, frame: 0, played: 0, crash_after: scen.crash_after, watcher };
     if scen.no_frames {
         eprintln!("peer: never ticking, as the scenario asks");
         loop {

@@ -1,14 +1,25 @@
 //! The peer's Melee: title screen, main menu, character select, stage select, the
 //! match (the embedded simulator) with its pause, and the results, written into RAM
 //! with the references' layout ([`super::layout`], the peer's own copy): each port has
-//! its own hand on its own pipe, the slot byte is in icon order, the coin state is at
-//! +5 of the hand struct, a CPU's level is set by dragging its slider, START needs the
-//! ready banner, a pause can be missed.
+//! its own hand on its own pipe, the slot byte is in icon order, a CPU's level is set by
+//! dragging its slider, START needs the ready banner, a pause can be missed.
+//!
+//! The hands follow the decompilation (`mncharsel.c`): a hand's state byte reads 1 while
+//! it grabs a coin or a slider (a slider until A lets go), else 2 over the grid's band
+//! and 0 elsewhere, whether or not its coin is down; a toggle cycles human, CPU, off and
+//! ignores a hand that grabs; an open hand entering the grid's band turns its port from
+//! off to human, and picks up its coin if its port has no character.
+//!
+//! A port whose controller is not a pipe (a person's: a `[GCPadN]` device that is not
+//! `Pipe/...`, or `SIDeviceN = 12`, the GameCube controller adapter) is played by a
+//! stand-in: its hand takes its coin to the scenario's `human_character`, and in the
+//! match the simulator's CPU plays that side at `human_level`.
 //!
 //! Hands move by their port's stick (Melee's dead zone, [`HAND_SPEED`] units a frame at
 //! full tilt); menus act on presses (a button down now and up the frame before).
 
 use super::layout::{self as lay, CPU, HUMAN, OFF};
+use shine_bridge::pad::Stick;
 use shine_bridge::ram::{addr, fighter, static_block, static_player, RamMut};
 use shine_bridge::sim::Sim;
 use shine_bridge::{Button, Emulator, MatchSetup, Pad};
@@ -41,22 +52,50 @@ pub struct MenuScenario {
     /// Seed of the first match; match k uses seed + k.
     pub seed: u64,
     pub stocks: u8,
+    /// What each port's slot starts as (`None`: human when plugged, else off).
+    pub slots: [Option<u8>; 4],
+    /// The person's stand-in: the icon it puts its coin on, and the level the
+    /// simulator's CPU plays its side at.
+    pub human_icon: u8,
+    pub human_level: u8,
+}
+
+/// What plugs a port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Plug {
+    Nothing,
+    /// A bot's pipe.
+    Pipe,
+    /// A person's controller (the stand-in plays it).
+    Person,
 }
 
 #[derive(Debug, Clone, Copy)]
 struct Port {
-    /// A pipe drives this port (a controller is plugged in).
-    plugged: bool,
+    plug: Plug,
     hand: (f32, f32),
-    holding_coin: bool,
+    /// What the hand grabs: its own coin, or the CPU slider of a slot.
+    grab: Option<Grab>,
     /// The icon the coin is down on.
     placed: Option<u8>,
-    /// The slot byte: the icon hovered with the coin in hand, else the one placed on.
+    /// The slot's character byte: the icon hovered with the coin in hand, else the one
+    /// placed on ([`lay::NO_ICON`] before either).
     icon: u8,
     /// Slot type byte: human, CPU, off.
     slot: u8,
     level: u8,
-    holding_slider: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Grab {
+    Coin,
+    CpuSlider(usize),
+}
+
+impl Port {
+    fn plugged(&self) -> bool {
+        self.plug != Plug::Nothing
+    }
 }
 
 pub enum Screen {
@@ -110,16 +149,15 @@ fn icon_at(at: (f32, f32)) -> Option<u8> {
 }
 
 impl Menus {
-    pub fn new(scen: MenuScenario, plugged: [bool; 4]) -> Menus {
+    pub fn new(scen: MenuScenario, plugs: [Plug; 4]) -> Menus {
         let ports = std::array::from_fn(|p| Port {
-            plugged: plugged[p],
+            plug: plugs[p],
             hand: (-20.0 + 12.0 * p as f32, -8.0),
-            holding_coin: plugged[p],
+            grab: (plugs[p] != Plug::Nothing).then_some(Grab::Coin),
             placed: None,
-            icon: 0x21, // nothing hovered yet
-            slot: if plugged[p] { HUMAN } else { OFF },
+            icon: lay::NO_ICON,
+            slot: scen.slots[p].unwrap_or(if plugs[p] != Plug::Nothing { HUMAN } else { OFF }),
             level: scen.cpu_level_start,
-            holding_slider: false,
         });
         let missed_left = scen.missed_pauses;
         Menus { screen: Screen::Boot, ports, banner: BANNER_FRAMES, prev: [Pad::NEUTRAL; 4], scen, missed_left, matches: 0, cast: None }
@@ -138,8 +176,16 @@ impl Menus {
         matches!(self.screen, Screen::InGame { .. })
     }
 
-    /// One frame with these pads (`None`: no pipe on that port).
-    pub fn frame(&mut self, pads: &[Option<Pad>; 4]) {
+    /// One frame with these pads (`None`: no pipe on that port; a person's port gets
+    /// its stand-in's pad here).
+    pub fn frame(&mut self, pipes: &[Option<Pad>; 4]) {
+        let mut pads = *pipes;
+        for p in 0..4 {
+            if self.ports[p].plug == Plug::Person {
+                pads[p] = Some(self.stand_in_pad(p));
+            }
+        }
+        let pads = &pads;
         let prev = self.prev;
         let pressed = move |p: usize, b: Button| pads[p].is_some_and(|pad| pad.pressed(b) && !prev[p].pressed(b));
         let any = |b: Button| (0..4).any(|p| pressed(p, b));
@@ -182,6 +228,27 @@ impl Menus {
         self.prev = pads.map(|pad| pad.unwrap_or(Pad::NEUTRAL));
     }
 
+    /// The person's stand-in: on character select its hand takes its coin to its
+    /// character and puts it down (A on even frames); nothing anywhere else (the match
+    /// side is the simulator's CPU).
+    fn stand_in_pad(&self, p: usize) -> Pad {
+        let port = self.ports[p];
+        if !matches!(self.screen, Screen::Css) || port.placed.is_some() {
+            return Pad::NEUTRAL;
+        }
+        let target = lay::icon_centre(self.scen.human_icon);
+        let (dx, dy) = (target.0 - port.hand.0, target.1 - port.hand.1);
+        if dx.abs() > 1.0 || dy.abs() > 1.0 {
+            let m = (dx * dx + dy * dy).sqrt();
+            return Pad { main: Stick::new(0.5 + 0.5 * dx / m, 0.5 + 0.5 * dy / m), ..Pad::NEUTRAL };
+        }
+        if self.prev[p].pressed(Button::A) {
+            Pad::NEUTRAL
+        } else {
+            Pad::NEUTRAL.with(Button::A)
+        }
+    }
+
     fn main_menu(&mut self, sub: u8, sel: u8, pads: &[Option<Pad>; 4], pressed: &dyn Fn(usize, Button) -> bool) -> Screen {
         // The stick moves the selection once per push away from neutral.
         let push = |p: usize| {
@@ -213,52 +280,76 @@ impl Menus {
             let (dx, dy) = (deflection(pad.main.x) * HAND_SPEED, deflection(pad.main.y) * HAND_SPEED);
             let mut port = me;
             port.hand = ((me.hand.0 + dx).clamp(-35.0, 35.0), (me.hand.1 + dy).clamp(-25.0, 25.0));
-            if port.holding_slider {
-                // The token follows the hand along the slider; the level is where it is.
-                let base = lay::slider(p, 1).0;
-                let token = port.hand.0.clamp(base, base + lay::SLIDER_OFFSETS[8]);
-                port.level = (0..9)
-                    .min_by(|&a, &b| (base + lay::SLIDER_OFFSETS[a] - token).abs().total_cmp(&(base + lay::SLIDER_OFFSETS[b] - token).abs()))
+            if let Some(Grab::CpuSlider(q)) = port.grab {
+                // The knob follows the hand along slot q's slider; the level is where it is.
+                let base = lay::slider(q, 1).0;
+                let knob = port.hand.0.clamp(base, base + lay::SLIDER_OFFSETS[8]);
+                self.ports[q].level = (0..9)
+                    .min_by(|&a, &b| (base + lay::SLIDER_OFFSETS[a] - knob).abs().total_cmp(&(base + lay::SLIDER_OFFSETS[b] - knob).abs()))
                     .unwrap() as u8
                     + 1;
-            }
-            if pressed(p, Button::A) {
-                let toggled = (0..4).find(|&q| near(port.hand, lay::toggle(q), (3.0, 1.5)) && self.ports[q].plugged);
-                if port.holding_slider {
-                    port.holding_slider = false;
-                } else if let Some(q) = toggled {
-                    // HMN -> CPU -> off -> HMN, as the game's toggle cycles.
-                    let next = match self.ports[q].slot {
-                        HUMAN => CPU,
-                        CPU => OFF,
-                        _ => HUMAN,
-                    };
-                    if q == p {
-                        port.slot = next;
-                    } else {
-                        self.ports[q].slot = next;
-                    }
-                } else if port.slot == CPU && near(port.hand, lay::slider(p, port.level), (1.5, 1.5)) {
-                    port.holding_slider = true;
-                } else if let (true, Some(icon)) = (port.holding_coin, icon_at(port.hand)) {
-                    port.holding_coin = false;
-                    port.placed = Some(icon);
-                    port.icon = icon;
+                if q == p {
+                    port.level = self.ports[q].level;
                 }
             }
-            if pressed(p, Button::B) && !port.holding_coin && port.placed.is_some() {
-                port.holding_coin = true; // the coin comes back to the hand
+            if pressed(p, Button::A) {
+                // A toggle works for a hand that grabs nothing, on a slot whose coin
+                // nobody holds (mncharsel.c).
+                let coin_held = |q: usize| if q == p { port.grab == Some(Grab::Coin) } else { self.ports[q].grab == Some(Grab::Coin) };
+                let toggled = (0..4).find(|&q| near(port.hand, lay::toggle(q), (3.0, 1.5)) && self.ports[q].plugged());
+                let slider = (0..4).find(|&q| {
+                    let knob = lay::slider(q, self.ports[q].level);
+                    let kind = if q == p { port.slot } else { self.ports[q].slot };
+                    kind == CPU && (port.hand.0 - knob.0).powi(2) + (port.hand.1 - knob.1).powi(2) < 5.0
+                });
+                match port.grab {
+                    Some(Grab::CpuSlider(_)) => port.grab = None, // A lets go
+                    Some(Grab::Coin) => {
+                        if let Some(icon) = icon_at(port.hand) {
+                            port.grab = None;
+                            port.placed = Some(icon);
+                            port.icon = icon;
+                        }
+                    }
+                    None => {
+                        if let Some(q) = toggled.filter(|&q| !coin_held(q)) {
+                            // HMN -> CPU -> off -> HMN, as the game's toggle cycles.
+                            let kind = if q == p { &mut port.slot } else { &mut self.ports[q].slot };
+                            *kind = match *kind {
+                                HUMAN => CPU,
+                                CPU => OFF,
+                                _ => HUMAN,
+                            };
+                        } else if let Some(q) = slider {
+                            port.grab = Some(Grab::CpuSlider(q));
+                        }
+                    }
+                }
+            }
+            if pressed(p, Button::B) && port.grab.is_none() && port.placed.is_some() {
+                port.grab = Some(Grab::Coin); // its own coin comes back to the hand
                 port.placed = None;
             }
-            if port.holding_coin {
+            if port.grab.is_none() && lay::GRID_BAND.contains(&port.hand.1) {
+                // Entering the grid's band: an off port becomes human, and a port with
+                // no character picks its coin up.
+                if port.slot == OFF {
+                    port.slot = HUMAN;
+                }
+                if port.placed.is_none() {
+                    port.grab = Some(Grab::Coin);
+                }
+            }
+            if port.grab == Some(Grab::Coin) {
                 if let Some(icon) = icon_at(port.hand) {
                     port.icon = icon; // the slot shows the character hovered
                 }
             }
             self.ports[p] = port;
         }
-        let playing: Vec<usize> = (0..4).filter(|&p| self.ports[p].slot != OFF && self.ports[p].plugged).collect();
-        let ready = playing.len() >= 2 && playing.iter().all(|&p| self.ports[p].placed.is_some() && !self.ports[p].holding_slider);
+        let playing: Vec<usize> = (0..4).filter(|&p| self.ports[p].slot != OFF && self.ports[p].plugged()).collect();
+        let grabbing = self.ports.iter().any(|p| p.grab.is_some());
+        let ready = playing.len() >= 2 && !grabbing && playing.iter().all(|&p| self.ports[p].placed.is_some());
         self.banner = if ready { self.banner.saturating_sub(1) } else { BANNER_FRAMES };
         if self.banner == 0 && (0..4).any(|p| pressed(p, Button::Start)) {
             return Screen::Stage { frames: 0, cursor: (0.0, 0.0) };
@@ -280,27 +371,36 @@ impl Menus {
         Screen::Stage { frames: frames + 1, cursor: at }
     }
 
-    /// The match the character-select screen set up: the human port with its coin down
-    /// is the bot's, the CPU port the opponent, at the level its slider shows.
+    /// The match the character-select screen set up: the bot's port is the piped one,
+    /// its opponent the CPU port (at the level its slider shows) or the person's. A
+    /// bot's port left on CPU is played by the simulator's CPU, as Melee would.
     fn start_match(&mut self) -> Screen {
-        let human = (0..4).find(|&p| self.ports[p].plugged && self.ports[p].slot == HUMAN);
-        let cpu = (0..4).find(|&p| self.ports[p].plugged && self.ports[p].slot == CPU);
-        let (Some(agent), Some(cpu)) = (human, cpu) else {
-            eprintln!("peer: a match needs one human and one CPU port; staying on stage select");
+        let open = |p: &Port| p.plugged() && p.slot != OFF;
+        let bot = (0..4).find(|&p| self.ports[p].plug == Plug::Pipe && open(&self.ports[p]) && self.ports[p].slot == HUMAN);
+        let bot = bot.or_else(|| (0..4).find(|&p| self.ports[p].plug == Plug::Pipe && open(&self.ports[p])));
+        let rival = (0..4).find(|&p| Some(p) != bot && open(&self.ports[p]) && (self.ports[p].slot == CPU || self.ports[p].plug == Plug::Person));
+        let (Some(agent), Some(rival)) = (bot, rival) else {
+            eprintln!("peer: a match needs the bot's port and one opponent port; staying on stage select");
             return Screen::Stage { frames: STAGE_FADE, cursor: lay::FINAL_DESTINATION };
         };
-        let setup = MatchSetup { agent_port: agent, opponent_port: cpu, cpu_level: self.ports[cpu].level, stocks: self.scen.stocks };
+        let level = if self.ports[rival].slot == CPU { self.ports[rival].level } else { self.scen.human_level };
+        let setup = MatchSetup { agent_port: agent, opponent_port: rival, cpu_level: level, stocks: self.scen.stocks };
         let chosen = |p: usize| self.ports[p].placed.expect("both coins are down");
-        self.cast = Some([(agent, chosen(agent)), (cpu, chosen(cpu))]);
-        let sim = match Sim::try_new(setup, self.scen.seed.wrapping_add(self.matches)) {
+        self.cast = Some([(agent, chosen(agent)), (rival, chosen(rival))]);
+        let seed = self.scen.seed.wrapping_add(self.matches);
+        let mut sim = match Sim::try_new(setup, seed) {
             Ok(sim) => sim,
             Err(e) => {
                 eprintln!("peer: cannot start the match {setup:?}: {e}");
                 return Screen::Stage { frames: STAGE_FADE, cursor: lay::FINAL_DESTINATION };
             }
         };
+        if self.ports[agent].slot == CPU {
+            eprintln!("peer: port {} is a CPU: Melee's CPU plays it, not the pipe", agent + 1);
+            sim = sim.with_agent_cpu(self.ports[agent].level.max(1), seed);
+        }
         self.matches += 1;
-        eprintln!("peer: match {} starts: {setup:?}, {} vs {}", self.matches, lay::GRID[usize::from(chosen(agent))].0, lay::GRID[usize::from(chosen(cpu))].0);
+        eprintln!("peer: match {} starts: {setup:?}, {} vs {}", self.matches, lay::GRID[usize::from(chosen(agent))].0, lay::GRID[usize::from(chosen(rival))].0);
         Screen::InGame { sim: Box::new(sim), paused: false }
     }
 
@@ -320,9 +420,11 @@ impl Menus {
         let _ = w.set_u8(addr::MENU, minor);
         // Slots and levels live outside the match's RAM window and always hold.
         for (p, port) in self.ports.iter().enumerate() {
-            let _ = w.set_u8(lay::slot(p, 0), port.slot);
-            let _ = w.set_u8(lay::slot(p, 2), port.icon);
-            let _ = w.set_u8(lay::slot(p, 6), port.holding_slider as u8);
+            let held = self.ports.iter().any(|h| h.grab == Some(Grab::CpuSlider(p)));
+            let _ = w.set_u8(lay::slot(p, lay::P_KIND), port.slot);
+            let _ = w.set_u8(lay::slot(p, lay::P_KIND_PREV), port.slot);
+            let _ = w.set_u8(lay::slot(p, lay::SEL_ICON), port.icon);
+            let _ = w.set_u8(lay::slot(p, lay::HOLD_CPU_SLIDER), held as u8);
             let _ = w.set_u8(lay::level(p), port.level);
         }
         match &self.screen {
@@ -333,17 +435,21 @@ impl Menus {
             Screen::Css => {
                 for (p, port) in self.ports.iter().enumerate() {
                     let h = HANDS + 0x100 * p as u32;
-                    let state = match (port.plugged, port.holding_coin) {
+                    let state = match (port.plugged(), port.grab) {
                         (false, _) => lay::STATE_UNPLUGGED,
-                        (true, true) => lay::STATE_HOLDING,
-                        // An empty hand is a pointer on the panels below the grid.
-                        (true, false) if port.hand.1 < 0.0 => lay::STATE_POINTING,
-                        (true, false) => lay::STATE_PLACED,
+                        (true, Some(_)) => lay::STATE_GRABBING,
+                        (true, None) if lay::GRID_BAND.contains(&port.hand.1) => lay::STATE_OVER_GRID,
+                        (true, None) => lay::STATE_OPEN,
+                    };
+                    let grab = match port.grab {
+                        Some(Grab::CpuSlider(q)) => lay::GRAB_CPU_SLIDER + q as u8,
+                        _ => p as u8,
                     };
                     let _ = w.set_u32(lay::HAND_PTRS + 4 * p as u32, h);
                     let _ = w.set_u32(h, HAND_GOBJ);
                     let _ = w.set_u8(h + lay::HAND_PORT, p as u8);
                     let _ = w.set_u8(h + lay::HAND_STATE, state);
+                    let _ = w.set_u8(h + lay::HAND_GRAB, grab);
                     let _ = w.set_f32(h + lay::HAND_X, port.hand.0);
                     let _ = w.set_f32(h + lay::HAND_Y, port.hand.1);
                 }
