@@ -100,10 +100,15 @@ pub fn play_match<E: Emulator>(emu: &mut E, policy: &mut dyn Policy, set: Action
         for pad in set.script(a).expect("the policy picks from its own action set") {
             emu.step(pad).context("playing the match")?;
             if !in_match(emu.ram(), &setup) {
+                // The clock ran out (or the match was quit): the last frame seen counts.
                 return Ok(MatchResult { frames, bot_stocks: obs.agent.stocks, person_stocks: obs.opponent.stocks });
             }
             obs = reader.read(emu.ram(), &setup)?;
             frames += 1;
+            if obs.agent.stocks == 0 || obs.opponent.stocks == 0 {
+                // "GAME!": the next reset walks the results back to character select.
+                return Ok(MatchResult { frames, bot_stocks: obs.agent.stocks, person_stocks: obs.opponent.stocks });
+            }
         }
     }
 }

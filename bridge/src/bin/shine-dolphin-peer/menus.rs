@@ -32,6 +32,8 @@ const DEAD_ZONE: f32 = 0.2875;
 const BANNER_FRAMES: u8 = lay::READY_HIDDEN;
 /// Frames the stage-select screen ignores input while it fades in.
 const STAGE_FADE: u32 = 20;
+/// Frames "GAME!" holds the finished match on screen before the results.
+const GAME_OVER_FRAMES: u32 = 90;
 /// Where the peer keeps its heap structs (outside the simulator's RAM window).
 const HANDS: u32 = 0x8111_0000;
 const SSS_BLOCKS: [u32; 3] = [0x8112_0000, 0x8112_1000, 0x8112_2000];
@@ -114,6 +116,9 @@ pub enum Screen {
     InGame {
         sim: Box<Sim>,
         paused: bool,
+        /// Frames since a side lost its last stock ("GAME!": the match stays on screen,
+        /// frozen, before the results).
+        ended: Option<u32>,
     },
     Results,
 }
@@ -197,28 +202,30 @@ impl Menus {
             Screen::MainMenu { sub, sel } => self.main_menu(sub, sel, pads, &pressed),
             Screen::Css => self.css(pads, &pressed),
             Screen::Stage { frames, cursor } => self.stage(frames, cursor, pads, &pressed),
-            Screen::InGame { mut sim, paused } => {
+            Screen::InGame { sim, ended: Some(n), .. } if n >= GAME_OVER_FRAMES => {
+                drop(sim);
+                Screen::Results
+            }
+            Screen::InGame { sim, ended: Some(n), paused } => Screen::InGame { sim, paused, ended: Some(n + 1) },
+            Screen::InGame { mut sim, paused, ended: None } => {
                 let start = (0..4).find(|&p| pressed(p, Button::Start));
                 match (start, paused) {
                     // START with L, R and A held, while paused: quit to character select.
                     (Some(p), true) if [Button::L, Button::R, Button::A].iter().all(|b| pads[p].is_some_and(|pad| pad.pressed(*b))) => Screen::Css,
-                    (Some(_), true) => Screen::InGame { sim, paused: false },
+                    (Some(_), true) => Screen::InGame { sim, paused: false, ended: None },
                     (Some(_), false) if self.missed_left > 0 => {
                         self.missed_left -= 1;
                         eprintln!("peer: missing this pause, as the scenario asks");
-                        Screen::InGame { sim, paused: false }
+                        Screen::InGame { sim, paused: false, ended: None }
                     }
-                    (Some(_), false) => Screen::InGame { sim, paused: true },
-                    (None, true) => Screen::InGame { sim, paused: true },
+                    (Some(_), false) => Screen::InGame { sim, paused: true, ended: None },
+                    (None, true) => Screen::InGame { sim, paused: true, ended: None },
                     (None, false) => {
                         let (agent, _) = self.cast.expect("a match has a cast")[0];
                         let _ = sim.step(&pads[agent].unwrap_or(Pad::NEUTRAL));
-                        let over = [0, 1].iter().any(|p| sim.ram().player(*p).and_then(|pl| pl.stocks()).is_ok_and(|s| s == 0));
-                        if over {
-                            Screen::Results
-                        } else {
-                            Screen::InGame { sim, paused: false }
-                        }
+                        let cast = self.cast.expect("a match has a cast");
+                        let over = cast.iter().any(|(p, _)| sim.ram().player(*p).and_then(|pl| pl.stocks()).is_ok_and(|s| s == 0));
+                        Screen::InGame { sim, paused: false, ended: over.then_some(0) }
                     }
                 }
             }
@@ -401,7 +408,7 @@ impl Menus {
         }
         self.matches += 1;
         eprintln!("peer: match {} starts: {setup:?}, {} vs {}", self.matches, lay::GRID[usize::from(chosen(agent))].0, lay::GRID[usize::from(chosen(rival))].0);
-        Screen::InGame { sim: Box::new(sim), paused: false }
+        Screen::InGame { sim: Box::new(sim), paused: false, ended: None }
     }
 
     /// Write the menus' bytes (and, in a match, the chosen fighters' ids over the
