@@ -8,8 +8,9 @@
 #
 # What a fresh Debian machine lacks is installed first (scripts/setup-debian.sh: apt-get,
 # as root or with sudo, only for a package that is missing), then PyTorch into the
-# project's virtual environment (scripts/setup-torch.sh, through env.sh), and Chromium
-# and playwright-core for the dashboard test (scripts/browser-test.sh).
+# project's virtual environment (scripts/setup-torch.sh, through env.sh), libmelee and
+# numpy beside it (scripts/setup-python.sh), and Chromium and playwright-core for the
+# dashboard test (scripts/browser-test.sh).
 # SHINE_SKIP_REAL_DOLPHIN=1 skips the real-Dolphin tests and so does not install Dolphin
 # or the PowerPC cross compiler.
 set -euo pipefail
@@ -26,7 +27,13 @@ python3 -c 'import ensurepip, venv' 2>/dev/null || pkgs+=(python3 python3-venv)
 scripts/setup-debian.sh "${pkgs[@]}"
 
 . scripts/env.sh
+# libmelee and numpy for the Slippi adapter (python/shine_bot): its own tests, and
+# agent/tests/slippi_replay.rs, which runs it on a real replay.
+SHINE_PYTHON=$(scripts/setup-python.sh)
+export SHINE_PYTHON
 
+echo "==> tests: the Slippi adapter (python/shine_bot)" >&2
+"$SHINE_PYTHON" -m unittest discover -s python/tests
 echo "==> tests: bridge, agent (with tch), manager" >&2
 cargo test --workspace --exclude shine-worker "$@"
 # The worker's end-to-end tests start the real manager binary (worker/tests/e2e.rs).
@@ -35,3 +42,6 @@ echo "==> tests: worker (built without libtorch)" >&2
 cargo test -p shine-worker "$@"
 echo "==> tests: the dashboard in headless Chromium" >&2
 scripts/browser-test.sh
+# (after the browser test, which installs Node.js where it is missing)
+echo "==> tests: the dashboard's modules (node --test)" >&2
+node --test web/tests/unit/

@@ -217,6 +217,17 @@ class ReplayErrorsTest(unittest.TestCase):
         self.assertIn("unknown action set 'jump_only': this adapter knows fight, untouchable", err)
 
 
+    def test_model_on_a_port_that_is_not_fox(self):
+        meta, w = support.make_model("untouchable", 5)
+        path = os.path.join(self.tmp.name, "m.safetensors")
+        with open(path, "wb") as f:
+            f.write(model_mod.save_bytes(meta, w))
+        rc, err = run_cli("states", "--slp", support.REPLAY, "--port", "1", "--model", path, "--out", self.out)
+        self.assertEqual(rc, 2, err)
+        self.assertIn("port 1 plays Marth in this replay, and Shine's models play Fox", err)
+        self.assertFalse(os.path.exists(self.out))
+
+
 class EntryPointTest(unittest.TestCase):
     def test_python_dash_m(self):
         env = dict(os.environ, PYTHONPATH=support.PYTHON_DIR + os.pathsep + os.environ.get("PYTHONPATH", ""))
