@@ -219,7 +219,7 @@ export function buildCharts() {
 // Draws c.lines(): each { pts (samples, oldest first), key, label, color, dashed }.
 // Returns them with `points`, how many values each drew, and `t0`, `t1`, the times of
 // its first and last (null: none).
-function drawChart(c) {
+export function drawChart(c) {
   const { ctx, w, h } = setupCanvas(c.canvas);
   ctx.clearRect(0, 0, w, h);
   const lines = c.lines();
