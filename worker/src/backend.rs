@@ -5,7 +5,7 @@ use anyhow::{bail, Context};
 use clap::ValueEnum;
 use serde::{Deserialize, Serialize};
 use shine_bridge::dolphin::menu::Opponent;
-use shine_bridge::dolphin::{self, Dolphin, DolphinConfig, Game, HumanPad, Speed};
+use shine_bridge::dolphin::{self, Dolphin, DolphinConfig, Display, Game, HumanPad, Speed};
 use shine_bridge::MatchSetup;
 use std::path::{Path, PathBuf};
 
@@ -64,11 +64,12 @@ impl DolphinSetup {
     }
 
     /// Start one Dolphin for matches against a person on `setup.opponent_port` with
-    /// `pad`, at real-time speed (the bot's port is still a pipe).
+    /// `pad`, in a window at real-time speed (the bot's port is still a pipe).
     pub fn launch_against_person(&self, setup: MatchSetup, pad: HumanPad) -> anyhow::Result<Dolphin> {
         let mut cfg = DolphinConfig::melee(&self.iso, setup);
         cfg.executable = self.executable.clone();
         cfg.speed = Speed::RealTime;
+        cfg.display = Display::Window;
         cfg.human_pad = Some(pad);
         if let Game::Melee(goal) = &mut cfg.game {
             goal.opponent = Opponent::Human;

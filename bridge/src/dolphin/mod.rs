@@ -22,8 +22,8 @@
 //!
 //! Two ports are driven, each through its own pipe: the bot's, and the CPU's, whose own
 //! hand sets it up on the character-select screen (as the references do); during play
-//! the CPU's pipe gets a neutral pad every frame, which keeps a blocking-pipe Dolphin
-//! in lock-step. Against a person ([`menu::Opponent::Human`]) only the bot's port is a
+//! the CPU's pipe gets a neutral pad and `FLUSH` every frame too, so a Dolphin that
+//! blocks on every pipe is never left waiting on it. Against a person ([`menu::Opponent::Human`]) only the bot's port is a
 //! pipe: the person's port is mapped to their own controller ([`userdir::HumanPad`]).
 //!
 //! Timing: upstream Dolphin does not wait for input. [`Dolphin::step`] writes the pads,
@@ -57,7 +57,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use sys::MappedRam;
 use thiserror::Error;
-pub use userdir::{HumanPad, Speed};
+pub use userdir::{Display, HumanPad, Speed};
 
 /// Everything that can go wrong, each with what to do about it.
 #[derive(Debug, Error)]
@@ -129,6 +129,7 @@ pub struct DolphinConfig {
     pub setup: MatchSetup,
     pub game: Game,
     pub speed: Speed,
+    pub display: Display,
     pub tick: TickSource,
     /// Boot: Dolphin up, RAM mapped, the pipes open, the frame counter moving.
     pub boot_timeout: Duration,
@@ -160,6 +161,7 @@ impl DolphinConfig {
             setup,
             game: Game::Melee(goal),
             speed: Speed::Unlimited,
+            display: Display::Headless,
             tick: TickSource::FrameCounter,
             boot_timeout: Duration::from_secs(60),
             frame_timeout: Duration::from_secs(5),
@@ -434,6 +436,7 @@ fn userdir_spec(cfg: &DolphinConfig) -> userdir::UserDirSpec {
     userdir::UserDirSpec {
         pipe_ports: driven_ports(cfg),
         speed: cfg.speed,
+        display: cfg.display,
         memory_watcher: (cfg.tick == TickSource::MemoryWatcher).then(|| vec![format!("{:08X}", addr::FRAME_COUNTER)]),
         boot_to_css: matches!(cfg.game, Game::Melee(_)),
         human: match cfg.game {
@@ -457,7 +460,7 @@ fn start(exe: &Path, dir: &userdir::UserDir, cfg: &DolphinConfig) -> Result<(Run
             Some(sock)
         }
     };
-    let mut proc = DolphinProcess::spawn(exe, &dir.root, &cfg.image, &dir.log, &cfg.extra_args)?;
+    let mut proc = DolphinProcess::spawn(exe, &dir.root, &cfg.image, &dir.log, cfg.display, &cfg.extra_args)?;
     let started = Instant::now();
     let early = |proc: &mut DolphinProcess| -> Result<(), DolphinError> {
         match proc.exited() {
@@ -597,8 +600,8 @@ impl Emulator for Dolphin {
 
     fn step(&mut self, pad: &Pad) -> Result<(), DolphinError> {
         self.played = true;
-        // The CPU's port (Melee) gets a neutral pad: a CPU ignores it, and a
-        // blocking-pipe Dolphin may wait for every pipe.
+        // The CPU's port (Melee) gets a neutral pad: a CPU ignores it, and a Dolphin
+        // that blocks on every pipe must hear from each.
         self.stats.skipped += self.step_pads(std::slice::from_ref(pad), self.cfg.frame_timeout)?;
         Ok(())
     }

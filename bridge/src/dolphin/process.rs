@@ -1,7 +1,7 @@
 //! Finding the Dolphin executable, launching it headless with its log captured, and
 //! noticing when it dies.
 
-use super::DolphinError;
+use super::{Display, DolphinError};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 
@@ -43,12 +43,14 @@ pub struct DolphinProcess {
 }
 
 impl DolphinProcess {
-    /// `exe -p headless -v Null -u <user_dir> -e <image>`, stdout and stderr to `log`.
-    pub fn spawn(exe: &Path, user_dir: &Path, image: &Path, log: &Path, extra_args: &[String]) -> Result<DolphinProcess, DolphinError> {
+    /// `exe -p headless -v Null -u <user_dir> -e <image>` (or `-p x11 -v OGL` for a
+    /// window), stdout and stderr to `log`.
+    pub fn spawn(exe: &Path, user_dir: &Path, image: &Path, log: &Path, display: Display, extra_args: &[String]) -> Result<DolphinProcess, DolphinError> {
         let log_file = std::fs::File::create(log).map_err(|source| DolphinError::UserDir { path: log.to_path_buf(), what: "creating the log", source })?;
         let log_err = log_file.try_clone().map_err(|source| DolphinError::UserDir { path: log.to_path_buf(), what: "creating the log", source })?;
         let child = Command::new(exe)
-            .args(["-p", "headless", "-v", "Null", "-u"])
+            .args(display.args())
+            .arg("-u")
             .arg(user_dir)
             .arg("-e")
             .arg(image)
@@ -125,7 +127,7 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
         let log = dir.path().join("log");
-        let mut p = DolphinProcess::spawn(&script, dir.path(), Path::new("game.iso"), &log, &[]).unwrap();
+        let mut p = DolphinProcess::spawn(&script, dir.path(), Path::new("game.iso"), &log, Display::Headless, &[]).unwrap();
         let t = std::time::Instant::now();
         while p.exited().is_none() && t.elapsed().as_secs() < 10 {
             std::thread::sleep(std::time::Duration::from_millis(5));
@@ -134,5 +136,11 @@ mod tests {
         let tail = p.log_tail(10);
         assert!(tail.contains(&format!("args: -p headless -v Null -u {} -e game.iso", dir.path().display())), "{tail}");
         assert!(tail.contains("oops"), "stderr is captured too: {tail}");
+        // For a person to play: a window with OpenGL video.
+        let mut p = DolphinProcess::spawn(&script, dir.path(), Path::new("game.iso"), &log, Display::Window, &[]).unwrap();
+        while p.exited().is_none() && t.elapsed().as_secs() < 10 {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(p.log_tail(10).contains("args: -p x11 -v OGL -u "), "{}", p.log_tail(10));
     }
 }

@@ -2,7 +2,8 @@
 //! reads at start-up, written fresh for each instance so workers never share state.
 //!
 //! ```text
-//! <dir>/Config/Dolphin.ini          JIT, fastmem, DSP HLE, no audio, Null video, cheats on,
+//! <dir>/Config/Dolphin.ini          JIT, fastmem, DSP HLE, no audio and Null video (or,
+//!                                   for a person to play, Dolphin's own), cheats on,
 //!                                   standard controllers on the two match ports, no
 //!                                   memory cards, speed
 //! <dir>/Config/GCPadNew.ini         each driven port mapped to Pipe/0/bot<port + 1>; a
@@ -33,6 +34,26 @@ pub enum Speed {
     Unlimited,
     /// 60 frames per second (watching, or matching the paper's real-time setting).
     RealTime,
+}
+
+/// Whether anyone watches: a bot alone needs no picture or sound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Display {
+    /// No window, Null video, no audio (training, `play` against the CPU).
+    #[default]
+    Headless,
+    /// An X11 window with OpenGL video and Dolphin's default sound (a person plays).
+    Window,
+}
+
+impl Display {
+    /// The platform and video backend arguments of `dolphin-emu-nogui`.
+    pub fn args(self) -> [&'static str; 4] {
+        match self {
+            Display::Headless => ["-p", "headless", "-v", "Null"],
+            Display::Window => ["-p", "x11", "-v", "OGL"],
+        }
+    }
 }
 
 impl Speed {
@@ -96,6 +117,7 @@ pub struct UserDirSpec {
     /// the CPU's (its hand sets it up on the character-select screen).
     pub pipe_ports: Vec<usize>,
     pub speed: Speed,
+    pub display: Display,
     /// Write `MemoryWatcher/Locations.txt` watching these (hex, Dolphin's syntax).
     pub memory_watcher: Option<Vec<String>>,
     /// Enable the boot-to-character-select Gecko code for Melee.
@@ -135,10 +157,15 @@ pub fn dolphin_ini(spec: &UserDirSpec) -> String {
         };
         si.push_str(&format!("SIDevice{port} = {dev}\n"));
     }
+    // Headless: no picture, no sound. A window: OpenGL, and Dolphin's default sound.
+    let (video, dsp) = match spec.display {
+        Display::Headless => ("Null", "[DSP]\nBackend = No Audio Output\n"),
+        Display::Window => ("OGL", ""),
+    };
     format!(
         "[Core]\nCPUCore = 1\nFastmem = True\nDSPHLE = True\nEnableCheats = True\n{si}SlotA = {EXI_NONE}\nSlotB = {EXI_NONE}\n\
-         EmulationSpeed = {speed}\nGFXBackend = Null\n\
-         [DSP]\nBackend = No Audio Output\n\
+         EmulationSpeed = {speed}\nGFXBackend = {video}\n\
+         {dsp}\
          [Input]\nBackgroundInput = True\n\
          [Interface]\nConfirmStop = False\n\
          [Analytics]\nEnabled = False\nPermissionAsked = True\n",
@@ -263,7 +290,14 @@ mod tests {
     use std::os::unix::fs::FileTypeExt;
 
     fn spec() -> UserDirSpec {
-        UserDirSpec { pipe_ports: vec![1, 0], speed: Speed::Unlimited, memory_watcher: Some(vec!["80479D60".into()]), boot_to_css: true, human: None }
+        UserDirSpec {
+            pipe_ports: vec![1, 0],
+            speed: Speed::Unlimited,
+            display: Display::Headless,
+            memory_watcher: Some(vec!["80479D60".into()]),
+            boot_to_css: true,
+            human: None,
+        }
     }
 
     #[test]
@@ -308,10 +342,12 @@ mod tests {
     fn a_persons_port_gets_their_controller_and_no_pipe() {
         let dir = tempfile::tempdir().unwrap();
         // The adapter: SIDevice 12 on their port, nothing in GCPadNew.ini for it.
-        let s = UserDirSpec { pipe_ports: vec![1], human: Some((0, HumanPad::Adapter)), ..spec() };
+        let s = UserDirSpec { pipe_ports: vec![1], human: Some((0, HumanPad::Adapter)), display: Display::Window, ..spec() };
         let u = UserDir::create(dir.path(), &s).unwrap();
         let ini = std::fs::read_to_string(dir.path().join("Config/Dolphin.ini")).unwrap();
         assert!(ini.contains("SIDevice0 = 12\n") && ini.contains("SIDevice1 = 6\n"), "{ini}");
+        // A person sees and hears the game.
+        assert!(ini.contains("GFXBackend = OGL\n") && !ini.contains("No Audio Output"), "{ini}");
         let pad = std::fs::read_to_string(dir.path().join("Config/GCPadNew.ini")).unwrap();
         assert!(!pad.contains("[GCPad1]") && pad.contains("[GCPad2]\nDevice = Pipe/0/bot2"), "{pad}");
         assert_eq!(u.pipes, [dir.path().join("Pipes/bot2")]);
