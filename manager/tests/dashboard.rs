@@ -115,7 +115,11 @@ async fn the_page_and_reads_follow_public_reads_and_writes_always_need_the_token
     assert!(html.contains("<canvas id=\"stage\"") && html.contains("app.js"), "the dashboard page");
     let js = m.http.get(m.at("/app.js")).send().await.unwrap();
     assert!(js.headers()["content-type"].to_str().unwrap().starts_with("text/javascript"));
-    assert!(js.text().await.unwrap().contains("/live/"), "the script that opens the live WebSocket");
+    assert!(js.text().await.unwrap().contains("from \"./live.js\""), "the entry module imports the live view");
+    // The modules are served too: the one that builds the live WebSocket's address.
+    let api = m.http.get(m.at("/api.js")).send().await.unwrap();
+    assert!(api.headers()["content-type"].to_str().unwrap().starts_with("text/javascript"));
+    assert!(api.text().await.unwrap().contains("\"/live/\""), "the module that builds the live WebSocket's address");
     let id = register(&m).await;
     let mut ws = connect(&m, &format!("/api/v1/live/{id}")).await.expect("public live view");
     assert_eq!(next_json(&mut ws, 5).await["type"], "hello");

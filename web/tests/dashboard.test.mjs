@@ -289,7 +289,7 @@ try {
         assert.deepEqual(Object.keys(a[id].legend), RUNS, `${id}: the legend names the runs`);
         for (const run of RUNS) assert.ok(a[id].legend[run].points > 0, `${id}: ${run} has a line: ${JSON.stringify(a[id])}`);
       }
-      // Both lines are drawn pixels, in the runs' two colors (app.js RUN_COLORS).
+      // Both lines are drawn pixels, in the runs' two colors (charts.js RUN_COLORS).
       for (const [run, rgb] of [["default", [0x4f, 0xb3, 0xff]], ["fight", [0xf5, 0xa5, 0x24]]]) {
         const ink = await inkOf('[data-compare="train_sps"] canvas', rgb);
         assert.ok(ink > 0.002, `the ${run} line of train steps/s is nearly invisible (${ink})`);
