@@ -12,6 +12,7 @@
 //! `default` with the manager's sections, as before runs existed.
 
 use crate::history::HistoryConfig;
+use crate::registry::RegistryConfig;
 use crate::replay::ReplayConfig;
 use crate::trainer::TrainerConfig;
 use crate::wal::WalConfig;
@@ -266,23 +267,6 @@ impl Default for WorkersConfig {
             epsilon_alpha: 7.0,
             fleet_size: 0,
         }
-    }
-}
-
-/// `[registry]`: which published models stay on disk.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct RegistryConfig {
-    /// The newest this many models (the latest among them).
-    pub keep_last: usize,
-    /// And the best this many by evaluation survival (Wilson 95 % lower bound, so one
-    /// lucky episode does not beat a hundred good ones).
-    pub keep_best: usize,
-}
-
-impl Default for RegistryConfig {
-    fn default() -> Self {
-        RegistryConfig { keep_last: 5, keep_best: 3 }
     }
 }
 

@@ -22,8 +22,6 @@
 //! Concurrency: a std `RwLock`; the trainer thread publishes (rarely, and may block on
 //! the file system there), request handlers read (a clone of `Bytes` under the lock).
 
-use crate::config::RegistryConfig;
-use crate::trainer::Published;
 use anyhow::Context;
 use axum::body::Bytes;
 use serde::{Deserialize, Serialize};
@@ -31,6 +29,33 @@ use shine_agent::durable;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::RwLock;
+
+/// `[registry]`: which published models stay on disk.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RegistryConfig {
+    /// The newest this many models (the latest among them).
+    pub keep_last: usize,
+    /// And the best this many by evaluation survival (Wilson 95 % lower bound, so one
+    /// lucky episode does not beat a hundred good ones).
+    pub keep_best: usize,
+}
+
+impl Default for RegistryConfig {
+    fn default() -> Self {
+        RegistryConfig { keep_last: 5, keep_best: 3 }
+    }
+}
+
+/// A model the trainer has just published, for the registry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Published {
+    pub version: u64,
+    /// The train step whose weights it holds.
+    pub train_step: u64,
+    /// The model file (safetensors).
+    pub file: Vec<u8>,
+}
 
 /// One published model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

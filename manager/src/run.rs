@@ -23,7 +23,9 @@ use crate::history::{History, Record};
 use crate::registry::Registry;
 use crate::state::Dedup;
 use crate::stats::{EpisodeLog, Series};
-use crate::trainer::{self, Published, Restore, RunSetup, TrainerClient};
+use crate::device::RunHandle;
+use crate::registry::Published;
+use crate::trainer::{self, Restore, RunSetup};
 use crate::wal::{self, Wal};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
@@ -60,7 +62,7 @@ pub struct Run {
     /// Where an upload is made durable before its 202.
     pub wal: Wal,
     /// The run's side of the device thread (queue, stats, pause).
-    pub trainer: TrainerClient,
+    pub trainer: RunHandle,
     pub registry: Arc<Registry>,
     /// Held across check, ingest and insert so that two concurrent copies of one
     /// upload cannot both get in.
@@ -193,7 +195,7 @@ impl Run {
             actions: action_set,
             restore,
         };
-        let client = device.add_run(setup, publish).with_context(|| format!("run {name:?}"))?;
+        let client = device.add_run(setup, paused, publish).with_context(|| format!("run {name:?}"))?;
         // Kept for the next start only once it opened: a run that fails to open (its
         // directory holds a checkpoint of another action set) must not stop a restart.
         if source == Source::Api {
@@ -206,7 +208,6 @@ impl Run {
                 return Err(e);
             }
         }
-        client.set_paused(paused);
         // The curves and episode windows go on where the last life of this run left them.
         let mut series = Series::new(config.stats.history);
         let mut episodes = EpisodeLog::new(config.stats.recent_episodes);

@@ -1,45 +1,33 @@
-//! One run's trainer: its learner, optimizer, replay, rate limiter and counters
-//! ([`RunTrainer`], owned by the device thread of [`crate::device`]), and the side the
-//! HTTP handlers hold ([`TrainerClient`]).
+//! One run's learner: its Dueling DQN, optimizer, replay, rate limiter and counters,
+//! as one plain struct ([`RunTrainer`]) with no thread and no channel of its own: the
+//! device layer ([`crate::device`]) owns every run's trainer on its one thread and
+//! calls it in turn.
 //!
-//! API for the service half:
 //! ```text
-//! let client = device.add_run(RunSetup { name, weight, trainer, replay, dqn, actions, restore },
-//!                             |published| registry.publish(..))?;
+//! let mut run = RunTrainer::build(RunSetup { name, weight, trainer, replay, dqn, actions, restore },
+//!                                 device, publish)?;
 //!     // restores <restore.data_dir>/checkpoint if present and the replay rows the
 //!     // write-ahead log kept (`Restore`); publishes the current model before returning:
 //!     // version 1, random weights, on a fresh start; above every version ever published
 //!     // after a crash that lost models published since the checkpoint.
-//! let r = client.reserve(count)?   // room in the ingest queue, decided from the
-//!                                  // upload's header alone: Err(Full) -> HTTP 503
-//! r.ingest(batch)                  // the validated batch takes the reserved room
-//! client.stats()                   // TrainerStats: Clone + Serialize, for /stats, /metrics
-//! client.set_paused(true)          // no train steps until resumed
-//! trainer::spawn(..)               // one run on a device of its own (tests, tools):
-//!                                  // TrainerHandle { try_ingest, stats, client, shutdown }
-//! trainer::wire_expect(&dqn_cfg, action_set)   // what experience::decode must check
-//! TrainerConfig::device()        // "auto" | "cpu" | "cuda" | "cuda:N" -> tch::Device
+//! if run.takes_inserts() { run.ingest(batch)? }   // unless the fleet is too far ahead
+//! if run.may_train(paused) { run.train_step()? }  // burn-in done, within the ratio
+//! run.stats()                                     // TrainerStats, for /stats and /metrics
+//! run.final_checkpoint()?                         // on removal and at a graceful stop
+//! wire_expect(&dqn_cfg, action_set)               // what experience::decode must check
+//! TrainerConfig::device()       // "auto" | "cpu" | "cuda" | "cuda:N" -> tch::Device
 //! ```
 //!
-//! A run's turn on the device: its queued uploads go into the replay unless the fleet
-//! is too far ahead of the learner ([`RateLimiter::takes_inserts`]); if burn-in is done,
-//! it is not paused and the [`RateLimiter`] allows, it may take a train step. Every
+//! A run's turn: its queued uploads go into the replay unless the fleet is too far
+//! ahead of the learner ([`RateLimiter::takes_inserts`]); if burn-in is done, it is not
+//! paused and the [`RateLimiter`] allows, it may take a train step. Every
 //! `stats_every` steps the loss and mean Q come back to the host (the only device sync
 //! of the steady state besides block writes, publishes and checkpoints); every
 //! `publish_every` steps a new model version goes to `publish`; every
 //! `checkpoint_every` steps (or `checkpoint_every_secs`) a checkpoint is written.
-//!
-//! On a graceful stop the queue is drained into the replay before the final checkpoint.
-//!
-//! Why one owner thread and a std channel: libtorch calls block, so the trainer cannot
-//! live on the async runtime; one owner means the replay and the model need no locks.
-//! The queue is bounded in transitions ([`TrainerConfig::queue_capacity`]): that is the
-//! back-pressure point (a full queue becomes a 503 and the worker's spool keeps the
-//! data until it retries), and it is what makes a 202 mean "in the replay within the
-//! rate limiter's window".
 
 use crate::checkpoint::{self, RunCounters};
-use crate::device::{Device, Msg, RunId};
+use crate::registry::Published;
 use crate::replay::{NewPriority, Replay, ReplayConfig, ReplayKind, Sampling};
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
@@ -48,12 +36,8 @@ use shine_agent::experience::{Batch, Expect, TRANSITION_FLOATS};
 use shine_agent::model::ModelMeta;
 use shine_agent::ActionSet;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::Sender;
-use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tch::Tensor;
-use thiserror::Error;
 
 /// The `[trainer]` section of `configs/manager.toml`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -277,149 +261,6 @@ pub struct TrainerStats {
     pub paused: bool,
 }
 
-#[derive(Debug, Error, PartialEq, Eq)]
-pub enum IngestError {
-    /// The trainer's queue is full: try again later (HTTP 503).
-    #[error("the trainer's ingest queue is full")]
-    Full,
-    /// The trainer has stopped (shutting down, or it failed).
-    #[error("the trainer is not running")]
-    Stopped,
-}
-
-/// What the HTTP side and the device thread share about one run.
-pub(crate) struct Shared {
-    pub(crate) stats: Mutex<TrainerStats>,
-    /// Set when the whole trainer stops (shutdown, or its thread failed).
-    pub(crate) device_stop: Arc<AtomicBool>,
-    /// Set when this run alone has stopped (removed, or its step failed).
-    pub(crate) run_stop: AtomicBool,
-    /// While set the device thread takes no train step for this run (its queue still
-    /// drains into the replay).
-    pub(crate) paused: AtomicBool,
-    rejected: AtomicU64,
-    /// Transitions reserved or queued and not yet in the replay.
-    pub(crate) queued: AtomicU64,
-    capacity: u64,
-}
-
-impl Shared {
-    pub(crate) fn stopped(&self) -> bool {
-        self.device_stop.load(Ordering::Acquire) || self.run_stop.load(Ordering::Acquire)
-    }
-}
-
-/// The cloneable side of one run's trainer: what HTTP handlers need.
-#[derive(Clone)]
-pub struct TrainerClient {
-    pub(crate) run: RunId,
-    pub(crate) tx: Sender<Msg>,
-    pub(crate) shared: Arc<Shared>,
-}
-
-impl TrainerClient {
-    /// Room for `count` transitions in the ingest queue, or `Full` (HTTP 503). Decided
-    /// before the upload is decompressed; the room is given back if the reservation is
-    /// dropped unused (the upload turned out invalid or a repeat). An empty queue always
-    /// takes one upload, however large, so no valid upload waits forever.
-    pub fn reserve(&self, count: u64) -> Result<Reservation, IngestError> {
-        if self.shared.stopped() {
-            return Err(IngestError::Stopped);
-        }
-        let cap = self.shared.capacity;
-        let got = self.shared.queued.fetch_update(Ordering::AcqRel, Ordering::Acquire, |q| (q == 0 || q + count <= cap).then_some(q + count));
-        match got {
-            Ok(_) => Ok(Reservation { client: self.clone(), count, used: false }),
-            Err(_) => {
-                self.shared.rejected.fetch_add(1, Ordering::Relaxed);
-                Err(IngestError::Full)
-            }
-        }
-    }
-
-    /// Transitions queued for the replay right now.
-    pub fn queued(&self) -> u64 {
-        self.shared.queued.load(Ordering::Relaxed)
-    }
-
-    pub fn stats(&self) -> TrainerStats {
-        let mut s = self.shared.stats.lock().expect("stats lock").clone();
-        s.ingest_rejected = self.shared.rejected.load(Ordering::Relaxed);
-        s.queued = self.queued();
-        s.paused = self.is_paused();
-        s
-    }
-
-    /// Stop or restart this run's train steps (uploads already queued still go in).
-    pub fn set_paused(&self, paused: bool) {
-        self.shared.paused.store(paused, Ordering::Release);
-    }
-
-    pub fn is_paused(&self) -> bool {
-        self.shared.paused.load(Ordering::Acquire)
-    }
-}
-
-/// Room in the ingest queue for one upload ([`TrainerClient::reserve`]).
-pub struct Reservation {
-    client: TrainerClient,
-    count: u64,
-    used: bool,
-}
-
-impl Reservation {
-    /// Queue the validated batch in the reserved room (its count must be the reserved one).
-    pub fn ingest(mut self, batch: Batch) -> Result<(), IngestError> {
-        debug_assert_eq!(batch.count() as u64, self.count);
-        self.client.tx.send(Msg::Batch(self.client.run, batch)).map_err(|_| IngestError::Stopped)?;
-        // The device thread gives the room back once the batch is in the replay.
-        self.used = true;
-        Ok(())
-    }
-}
-
-impl Drop for Reservation {
-    fn drop(&mut self) {
-        if !self.used {
-            self.client.shared.queued.fetch_sub(self.count, Ordering::AcqRel);
-        }
-    }
-}
-
-/// One run on a device of its own: what tests, tools and benchmarks use. Dropping it
-/// stops the thread and waits for it (final checkpoint).
-pub struct TrainerHandle {
-    device: Device,
-    client: TrainerClient,
-}
-
-impl TrainerHandle {
-    /// Reserve room and queue `batch` at once (tests and tools; the API reserves first).
-    pub fn try_ingest(&self, batch: Batch) -> Result<(), IngestError> {
-        self.client.reserve(batch.count() as u64)?.ingest(batch)
-    }
-    pub fn stats(&self) -> TrainerStats {
-        self.client.stats()
-    }
-    pub fn client(&self) -> TrainerClient {
-        self.client.clone()
-    }
-    /// Stop after the current step, write the final checkpoint, join the thread.
-    pub fn shutdown(self) -> anyhow::Result<()> {
-        self.device.shutdown()
-    }
-}
-
-/// A model the trainer has just published, for the registry.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Published {
-    pub version: u64,
-    /// The train step whose weights it holds.
-    pub train_step: u64,
-    /// The model file (safetensors).
-    pub file: Vec<u8>,
-}
-
 /// Where a run's trainer starts from: the checkpoint in `data_dir` (if any), and what
 /// a restarted manager knows besides it.
 #[derive(Debug, Default)]
@@ -433,7 +274,8 @@ pub struct Restore {
     pub highest_published: u64,
 }
 
-/// Everything one run's trainer is built from ([`Device::add_run`]).
+/// Everything one run's trainer is built from ([`RunTrainer::build`], through
+/// [`crate::device::Device::add_run`]).
 pub struct RunSetup {
     pub name: String,
     /// Its share of the device's train steps against the other runs' (1.0: equal).
@@ -445,23 +287,6 @@ pub struct RunSetup {
     pub restore: Restore,
 }
 
-/// Start a device thread with one run on it; see the module doc. Errors: bad config,
-/// a replay that does not fit, an unreadable checkpoint or one for another action set.
-pub fn spawn(
-    cfg: TrainerConfig,
-    replay_cfg: ReplayConfig,
-    dqn_cfg: DqnConfig,
-    actions: ActionSet,
-    device: tch::Device,
-    restore: Restore,
-    publish: impl Fn(Published) + Send + 'static,
-) -> anyhow::Result<TrainerHandle> {
-    let dev = Device::start(&cfg, device)?;
-    let setup = RunSetup { name: "default".into(), weight: 1.0, trainer: cfg, replay: replay_cfg, dqn: dqn_cfg, actions, restore };
-    let client = dev.add_run(setup, publish)?;
-    Ok(TrainerHandle { device: dev, client })
-}
-
 fn model_meta(actions: ActionSet, version: u64, train_step: u64) -> ModelMeta {
     let mut m = ModelMeta::new(actions.name(), actions.len());
     m.model_version = version;
@@ -470,16 +295,17 @@ fn model_meta(actions: ActionSet, version: u64, train_step: u64) -> ModelMeta {
 }
 
 /// One run's learner, replay, rate limiter and counters; owned by the device thread.
-pub(crate) struct RunTrainer {
-    pub(crate) name: String,
-    pub(crate) weight: f64,
-    pub(crate) cfg: TrainerConfig,
+pub struct RunTrainer {
+    name: String,
+    weight: f64,
+    cfg: TrainerConfig,
     actions: ActionSet,
     learner: Learner,
     replay: Replay,
     /// The `[replay]` settings: the prioritized sampling's beta schedule.
     replay_cfg: ReplayConfig,
-    pub(crate) shared: Arc<Shared>,
+    /// Its live numbers, kept up to date here; the device layer shows them.
+    stats: TrainerStats,
     publish: Box<dyn Fn(Published) + Send>,
     data_dir: PathBuf,
     config: serde_json::Value,
@@ -496,12 +322,7 @@ pub(crate) struct RunTrainer {
 impl RunTrainer {
     /// Build the learner and replay, restore the checkpoint and the logged rows, and
     /// publish the current model (so a run always has one to serve).
-    pub(crate) fn build(
-        setup: RunSetup,
-        device: tch::Device,
-        device_stop: Arc<AtomicBool>,
-        publish: Box<dyn Fn(Published) + Send>,
-    ) -> anyhow::Result<RunTrainer> {
+    pub fn build(setup: RunSetup, device: tch::Device, publish: Box<dyn Fn(Published) + Send>) -> anyhow::Result<RunTrainer> {
         let RunSetup { name, weight, trainer: cfg, replay: replay_cfg, dqn: dqn_cfg, actions, restore } = setup;
         cfg.validate(&replay_cfg)?;
         if !(weight.is_finite() && weight > 0.0) {
@@ -590,15 +411,6 @@ impl RunTrainer {
             running: true,
             ..Default::default()
         };
-        let shared = Arc::new(Shared {
-            stats: Mutex::new(stats),
-            device_stop,
-            run_stop: AtomicBool::new(false),
-            paused: AtomicBool::new(false),
-            rejected: AtomicU64::new(0),
-            queued: AtomicU64::new(0),
-            capacity: cfg.queue_capacity(),
-        });
         Ok(RunTrainer {
             name,
             weight,
@@ -608,7 +420,7 @@ impl RunTrainer {
             learner,
             replay,
             replay_cfg,
-            shared,
+            stats,
             publish,
             data_dir: data_dir.to_path_buf(),
             config,
@@ -620,22 +432,47 @@ impl RunTrainer {
         })
     }
 
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Its share of the device's train steps against the other runs' (1.0: equal).
+    pub fn weight(&self) -> f64 {
+        self.weight
+    }
+
+    /// Transitions its ingest queue holds ([`TrainerConfig::queue_capacity`]).
+    pub fn queue_capacity(&self) -> u64 {
+        self.cfg.queue_capacity()
+    }
+
+    /// Its live numbers (`train_steps` as of the last read-back, every `stats_every`
+    /// steps, or [`RunTrainer::count_steps`]).
+    pub fn stats(&self) -> &TrainerStats {
+        &self.stats
+    }
+
+    /// Bring `train_steps` up to the step in hand (between read-backs it trails by up to
+    /// `stats_every - 1` steps).
+    pub fn count_steps(&mut self) {
+        self.stats.train_steps = self.learner.step;
+    }
+
     /// Whether queued uploads may go into the replay now: always during burn-in; after
     /// it, unless the fleet is too far ahead of the learner (then the queue is left to
     /// fill, uploads get 503 and the workers pause until the learner has caught up).
-    pub(crate) fn takes_inserts(&self) -> bool {
+    pub fn takes_inserts(&self) -> bool {
         self.replay.len() < self.cfg.burn_in.max(1) || self.limiter.takes_inserts()
     }
 
-    /// Whether a train step may be taken now: burn-in done, not paused, and within the
+    /// Whether a train step may be taken now: burn-in done, not `paused`, and within the
     /// rate limiter's budget.
-    pub(crate) fn may_train(&self) -> bool {
-        self.replay.len() >= self.cfg.burn_in.max(1)
-            && !self.shared.paused.load(Ordering::Acquire)
-            && self.limiter.allows(self.learner.config().batch_size as u64)
+    pub fn may_train(&self, paused: bool) -> bool {
+        self.replay.len() >= self.cfg.burn_in.max(1) && !paused && self.limiter.allows(self.learner.config().batch_size as u64)
     }
 
-    pub(crate) fn ingest(&mut self, b: Batch) -> anyhow::Result<()> {
+    /// Put a validated upload into the replay (and count it against the rate limiter).
+    pub fn ingest(&mut self, b: Batch) -> anyhow::Result<()> {
         let n = b.count() as u64;
         let pushed = if self.scores_new_rows() {
             // Read back to the host: the rows are staged there until their block is written.
@@ -645,12 +482,11 @@ impl RunTrainer {
         } else {
             self.replay.push(&b.data)
         };
-        self.shared.queued.fetch_sub(n, Ordering::AcqRel);
         pushed?;
         self.limiter.inserted(n);
         self.inserted_since_start += n;
         self.counters.transitions_inserted += n;
-        let mut s = self.shared.stats.lock().expect("stats lock");
+        let s = &mut self.stats;
         s.transitions_inserted = self.counters.transitions_inserted;
         s.inserted_since_start = self.inserted_since_start;
         s.replay_len = self.replay.len();
@@ -666,7 +502,10 @@ impl RunTrainer {
         self.replay_cfg.sampling == Sampling::Prioritized && self.replay_cfg.new_priority == NewPriority::Td
     }
 
-    pub(crate) fn train_step(&mut self) -> anyhow::Result<()> {
+    /// One train step: sample, learn, update priorities; read back, publish and
+    /// checkpoint when due. Returns whether its numbers were read back (the device
+    /// layer shows them then).
+    pub fn train_step(&mut self) -> anyhow::Result<bool> {
         let batch_size = self.learner.config().batch_size;
         let sampled = self.replay.sample(batch_size, self.replay_cfg.beta_at(self.learner.step))?;
         let weights = sampled.drawn.as_ref().map(|d| &d.weights);
@@ -680,23 +519,24 @@ impl RunTrainer {
         self.counters.optimizer_steps = self.learner.optimizer_steps();
         let step = self.learner.step;
 
-        if step.is_multiple_of(self.cfg.stats_every) {
+        let read_back = step.is_multiple_of(self.cfg.stats_every);
+        if read_back {
             // The only read-back of the steady state: it waits for the step to finish.
             let read = |t: &tch::Tensor| f64::try_from(t).unwrap_or(f64::NAN);
             let (loss, mean_q, grad_norm) = (read(&out.loss), read(&out.mean_q), read(&out.grad_norm));
             let (t0, s0) = self.interval_start;
             let secs = t0.elapsed().as_secs_f64();
-            let mut s = self.shared.stats.lock().expect("stats lock");
+            let s = &mut self.stats;
             s.train_steps = step;
             s.loss = loss;
             s.mean_q = mean_q;
             s.grad_norm = grad_norm;
             s.samples_per_insert = self.limiter.actual();
             s.train_steps_per_sec = if secs > 0.0 { (step - s0) as f64 / secs } else { 0.0 };
-            drop(s);
             self.interval_start = (Instant::now(), step);
         }
-        if step.is_multiple_of(self.cfg.publish_every) {
+        let publish = step.is_multiple_of(self.cfg.publish_every);
+        if publish {
             self.publish()?;
         }
         let by_steps = self.cfg.checkpoint_every > 0 && step.is_multiple_of(self.cfg.checkpoint_every);
@@ -708,7 +548,7 @@ impl RunTrainer {
                 tracing::error!(run = %self.name, "checkpoint at step {step} failed: {e:#}");
             }
         }
-        Ok(())
+        Ok(read_back || publish)
     }
 
     fn publish(&mut self) -> anyhow::Result<()> {
@@ -719,9 +559,8 @@ impl RunTrainer {
         self.model_file = file;
         self.counters.model_version = version;
         self.counters.model_train_step = step;
-        let mut s = self.shared.stats.lock().expect("stats lock");
-        s.model_version = version;
-        s.train_steps = step;
+        self.stats.model_version = version;
+        self.stats.train_steps = step;
         Ok(())
     }
 
@@ -729,12 +568,13 @@ impl RunTrainer {
         let p = checkpoint::save(&self.data_dir, &self.learner, &self.counters, self.actions.name(), self.config.clone(), &self.model_file)?;
         tracing::info!(run = %self.name, step = self.learner.step, path = %p.display(), "checkpoint written");
         self.last_checkpoint = Instant::now();
-        self.shared.stats.lock().expect("stats lock").last_checkpoint_step = Some(self.learner.step);
+        self.stats.last_checkpoint_step = Some(self.learner.step);
         Ok(())
     }
 
-    pub(crate) fn final_checkpoint(&mut self) -> anyhow::Result<()> {
-        self.shared.stats.lock().expect("stats lock").train_steps = self.learner.step;
+    /// The checkpoint written when the run leaves the device or the manager stops.
+    pub fn final_checkpoint(&mut self) -> anyhow::Result<()> {
+        self.count_steps();
         self.checkpoint().with_context(|| format!("final checkpoint of run {:?}", self.name))
     }
 }
@@ -743,10 +583,6 @@ impl RunTrainer {
 pub(crate) mod tests {
     use super::*;
     use shine_agent::experience::{col, BatchMeta, TRANSITION_FLOATS};
-    use shine_agent::model::QNet;
-    use std::time::Duration;
-
-    type Models = Arc<Mutex<Vec<Published>>>;
 
     pub(crate) fn batch(n: usize, seed: usize) -> Batch {
         let mut data = Vec::with_capacity(n * TRANSITION_FLOATS);
@@ -777,46 +613,6 @@ pub(crate) mod tests {
             threads: 1,
         };
         (t, ReplayConfig { capacity: 1000, update_size: 10, ..Default::default() }, DqnConfig { batch_size: 8, ..Default::default() })
-    }
-
-    fn start(t: TrainerConfig, r: ReplayConfig, d: DqnConfig, dir: &std::path::Path) -> (TrainerHandle, Models) {
-        let published: Models = Default::default();
-        let p = published.clone();
-        let h = spawn(t, r, d, ActionSet::Untouchable, tch::Device::Cpu, Restore { data_dir: dir.into(), ..Default::default() }, move |m| {
-            p.lock().unwrap().push(m)
-        })
-        .unwrap();
-        (h, published)
-    }
-
-    /// Poll until `f` holds (the trainer runs on its own thread) and return the
-    /// snapshot it held for; panics after a minute.
-    pub(crate) fn wait_until(c: &TrainerClient, what: &str, f: impl Fn(&TrainerStats) -> bool) -> TrainerStats {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let s = c.stats();
-            if f(&s) {
-                return s;
-            }
-            assert!(Instant::now() < deadline, "timed out waiting for {what}: {s:?}");
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    }
-
-    fn ingest(h: &TrainerHandle, b: Batch) {
-        // The queue is small on purpose; a full queue here only means "try again".
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let mut b = Some(b);
-        while let Some(x) = b.take() {
-            match h.try_ingest(x.clone()) {
-                Ok(()) => {}
-                Err(IngestError::Full) if Instant::now() < deadline => {
-                    b = Some(x);
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                Err(e) => panic!("ingest: {e}"),
-            }
-        }
     }
 
     #[test]
@@ -857,101 +653,14 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn uploads_wait_in_the_queue_while_the_learner_is_behind_the_ratio() {
-        let tmp = tempfile::tempdir().unwrap();
-        let (mut t, r, d) = small();
-        t.insert_slack = 50;
-        // Every step updates the stats, so one snapshot shows steps and rows together.
-        t.stats_every = 1;
-        let (h, _) = start(t, r, d, tmp.path());
-        // Burn-in: 100 rows owe 800 samples (100 steps of 8), 400 beyond the slack of
-        // 50 transitions; the next batch waits in the queue until 50 steps are done.
-        ingest(&h, batch(100, 0));
-        ingest(&h, batch(10, 1));
-        let s = wait_until(&h.client(), "the queued batch to go in", |s| s.replay_len == 110);
-        assert!(s.train_steps >= 50, "the batch went in after only {} steps", s.train_steps);
-        // And then the learner trains up to the ratio for all 110 rows.
-        wait_until(&h.client(), "110 steps", |s| s.train_steps >= 110);
-        h.shutdown().unwrap();
-    }
-
-    #[test]
-    fn trains_only_after_burn_in_and_only_as_far_as_the_ratio_allows() {
-        let tmp = tempfile::tempdir().unwrap();
-        let (h, published) = start(small().0, small().1, small().2, tmp.path());
-        assert_eq!(published.lock().unwrap().len(), 1, "version 1 is published before spawn returns");
-        // 90 < burn_in 100: nothing trains.
-        ingest(&h, batch(90, 0));
-        wait_until(&h.client(), "the first 90 rows", |s| s.replay_len == 90);
-        assert_eq!(h.stats().train_steps, 0);
-        // 200 rows at 8 samples each and batch 8: exactly 200 steps, then it waits.
-        ingest(&h, batch(110, 1));
-        wait_until(&h.client(), "200 train steps", |s| s.train_steps >= 200);
-        h.shutdown().unwrap();
-        let published = published.lock().unwrap();
-        let Published { version, train_step: step, file: bytes } = published.last().unwrap().clone();
-        assert_eq!((version, step), (41, 200), "v1, then one every 5 steps, and no step past the budget");
-        let net = QNet::load(&bytes).unwrap();
-        assert_eq!((net.meta().model_version, net.meta().train_step, net.meta().action_set.as_str()), (41, 200, "untouchable"));
-        let versions: Vec<u64> = published.iter().map(|p| p.version).collect();
-        assert_eq!(versions, (1..=41).collect::<Vec<_>>());
-    }
-
-    #[test]
-    fn restart_after_a_checkpoint_continues_the_step_counter_and_serves_the_same_model() {
-        let tmp = tempfile::tempdir().unwrap();
-        let (t, r, d) = small();
-        let (h, before) = start(t.clone(), r.clone(), d.clone(), tmp.path());
-        ingest(&h, batch(110, 0));
-        wait_until(&h.client(), "110 train steps", |s| s.train_steps >= 110);
-        h.shutdown().unwrap();
-        assert!(checkpoint::path(tmp.path()).exists());
-        let last = before.lock().unwrap().last().unwrap().clone();
-        assert_eq!((last.version, last.train_step), (23, 110));
-
-        let (h, after) = start(t, r, d, tmp.path());
-        {
-            let first = after.lock().unwrap()[0].clone();
-            assert_eq!(first, last, "the same version and the same bytes are served again");
-        }
-        let s = h.stats();
-        assert_eq!((s.train_steps, s.model_version, s.transitions_inserted), (110, 23, 110));
-        // The replay starts empty: burn-in again, then steps continue from 110.
-        ingest(&h, batch(110, 1));
-        wait_until(&h.client(), "110 more steps", |s| s.train_steps >= 220);
-        h.shutdown().unwrap();
-        let after = after.lock().unwrap();
-        assert_eq!(after[1].version, 24);
-        assert_eq!(after[1].train_step, 115, "the step counter continued");
-        assert_eq!(after.last().unwrap().train_step, 220);
-    }
-
-    #[test]
-    fn prioritized_sampling_trains_on_both_replays() {
-        for kind in [ReplayKind::Device, ReplayKind::Host] {
-            let tmp = tempfile::tempdir().unwrap();
-            let (t, mut r, d) = small();
-            r.kind = kind;
-            r.sampling = crate::replay::Sampling::Prioritized;
-            let (h, published) = start(t, r, d, tmp.path());
-            ingest(&h, batch(200, 0));
-            let s = wait_until(&h.client(), "200 train steps", |s| s.train_steps >= 200 && s.loss.is_finite());
-            h.shutdown().unwrap();
-            assert!(s.loss.is_finite() && s.mean_q.is_finite(), "{kind:?}: {s:?}");
-            assert!(published.lock().unwrap().len() > 1, "{kind:?}: models were published");
-        }
-    }
-
-    #[test]
     fn new_rows_enter_at_their_frozen_td_errors_priority_or_at_the_maximum() {
         for (new_priority, kind) in [(NewPriority::Td, ReplayKind::Device), (NewPriority::Td, ReplayKind::Host), (NewPriority::Max, ReplayKind::Device)] {
             let tmp = tempfile::tempdir().unwrap();
             let (t, mut r, d) = small();
             (r.kind, r.sampling, r.new_priority) = (kind, Sampling::Prioritized, new_priority);
             let setup = RunSetup { name: "default".into(), weight: 1.0, trainer: t, replay: r.clone(), dqn: d, actions: ActionSet::Untouchable, restore: Restore { data_dir: tmp.path().into(), ..Default::default() } };
-            let mut run = RunTrainer::build(setup, tch::Device::Cpu, Default::default(), Box::new(|_| {})).unwrap();
+            let mut run = RunTrainer::build(setup, tch::Device::Cpu, Box::new(|_| {})).unwrap();
             let b = batch(20, 0);
-            run.shared.queued.fetch_add(20, Ordering::AcqRel);
             run.ingest(b.clone()).unwrap();
             let rows = Tensor::from_slice(&b.data).view([20, TRANSITION_FLOATS as i64]);
             let td = Vec::<f32>::try_from(&run.learner.frozen_td_abs(&rows)).unwrap();
@@ -965,86 +674,6 @@ pub(crate) mod tests {
             }
             assert!(td.iter().any(|&x| (x - td[0]).abs() > 1e-3), "the rows' TD errors differ, so the check means something");
         }
-    }
-
-    #[test]
-    fn a_full_queue_is_reported_and_counted() {
-        let tmp = tempfile::tempdir().unwrap();
-        let (mut t, r, d) = small();
-        t.burn_in = 10;
-        t.publish_every = 1;
-        t.ingest_queue_transitions = 2;
-        // Hold the trainer inside its first publish after version 1, so it stops
-        // draining the queue.
-        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
-        let release_rx = Mutex::new(release_rx);
-        let (entered_tx, entered_rx) = std::sync::mpsc::channel::<()>();
-        let entered_tx = Mutex::new(entered_tx);
-        let h = spawn(t, r, d, ActionSet::Untouchable, tch::Device::Cpu, Restore { data_dir: tmp.path().into(), ..Default::default() }, move |m: Published| {
-            if m.version == 2 {
-                entered_tx.lock().unwrap().send(()).unwrap();
-                release_rx.lock().unwrap().recv().unwrap();
-            }
-        })
-        .unwrap();
-        h.try_ingest(batch(10, 0)).unwrap();
-        entered_rx.recv().unwrap();
-        h.try_ingest(batch(1, 1)).unwrap();
-        h.try_ingest(batch(1, 2)).unwrap();
-        // The queue counts transitions: 2 are queued, the limit is 2.
-        assert_eq!(h.try_ingest(batch(1, 3)), Err(IngestError::Full));
-        assert_eq!(h.stats().ingest_rejected, 1);
-        assert_eq!(h.stats().queued, 2);
-        release_tx.send(()).unwrap();
-        let client = h.client();
-        h.shutdown().unwrap();
-        assert!(matches!(client.reserve(1), Err(IngestError::Stopped)));
-        let s = client.stats();
-        assert!(!s.running);
-        assert_eq!((s.transitions_inserted, s.queued), (12, 0), "a graceful stop drains the queue into the replay");
-    }
-
-    #[test]
-    fn room_not_used_is_given_back_and_an_empty_queue_takes_any_upload() {
-        let tmp = tempfile::tempdir().unwrap();
-        let (mut t, r, d) = small();
-        t.ingest_queue_transitions = 10;
-        t.burn_in = 1000;
-        let (h, _) = start(t, r, d, tmp.path());
-        let c = h.client();
-        let big = c.reserve(500).expect("an empty queue takes one upload of any size");
-        assert!(matches!(c.reserve(1), Err(IngestError::Full)));
-        drop(big);
-        assert_eq!(c.queued(), 0, "an unused reservation gives its room back");
-        let a = c.reserve(6).unwrap();
-        assert!(matches!(c.reserve(5), Err(IngestError::Full)), "6 + 5 > 10");
-        let b = c.reserve(4).unwrap();
-        a.ingest(batch(6, 0)).unwrap();
-        b.ingest(batch(4, 1)).unwrap();
-        wait_until(&h.client(), "both in the replay", |s| s.replay_len == 10);
-        assert_eq!(c.queued(), 0);
-        h.shutdown().unwrap();
-    }
-
-    #[test]
-    fn a_crash_that_lost_published_models_never_reuses_their_numbers() {
-        let tmp = tempfile::tempdir().unwrap();
-        let (t, r, d) = small();
-        let (h, first) = start(t.clone(), r.clone(), d.clone(), tmp.path());
-        h.shutdown().unwrap();
-        let v1 = first.lock().unwrap()[0].clone();
-        assert_eq!(v1.version, 1);
-        // The registry had published up to v7 after that checkpoint before a crash.
-        let published: Models = Default::default();
-        let p = published.clone();
-        let restore = Restore { data_dir: tmp.path().into(), rows: batch(20, 0).data, highest_published: 7 };
-        let h = spawn(t, r, d, ActionSet::Untouchable, tch::Device::Cpu, restore, move |m| p.lock().unwrap().push(m)).unwrap();
-        let s = h.stats();
-        h.shutdown().unwrap();
-        let again = published.lock().unwrap()[0].clone();
-        assert_eq!((again.version, s.model_version), (8, 8), "above every version ever published");
-        assert_eq!(QNet::load(&again.file).unwrap().meta().model_version, 8, "the file says so too");
-        assert_eq!((s.replay_len, s.transitions_inserted), (20, 0), "restored rows fill the replay without counting as inserts");
     }
 
     #[test]
@@ -1063,15 +692,4 @@ pub(crate) mod tests {
         assert!(t.validate(&r).is_ok());
     }
 
-    #[test]
-    fn a_checkpoint_for_another_action_set_is_refused() {
-        let tmp = tempfile::tempdir().unwrap();
-        let (t, r, d) = small();
-        start(t.clone(), r.clone(), d.clone(), tmp.path()).0.shutdown().unwrap();
-        let err = spawn(t, r, d, ActionSet::Fight, tch::Device::Cpu, Restore { data_dir: tmp.path().into(), ..Default::default() }, |_| {})
-            .err()
-            .expect("refused")
-            .to_string();
-        assert!(err.contains("action set") && err.contains("untouchable"), "{err}");
-    }
 }

@@ -109,3 +109,28 @@ async fn the_curves_and_episode_windows_go_on_after_a_restart() {
     assert_eq!(r.status(), 400);
     m.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_paused_before_a_graceful_stop_keeps_its_steps_across_the_restart() {
+    // Regression: the final checkpoint of a paused run was not written at a graceful
+    // stop, so it came back with the steps of its last periodic checkpoint.
+    let dir = tempfile::tempdir().unwrap();
+    let m = Manager::start(config(dir.path())).await;
+    for seed in 0..4 {
+        assert_eq!(m.upload(batch(100, seed)).await.0, 202);
+    }
+    m.wait_for("some training", 120, |c| c["train_steps"].as_u64().unwrap() >= 50).await;
+    let (st, run) = m.post_json("/api/v1/runs/default/pause", &serde_json::json!({})).await;
+    assert_eq!(st, 200, "{run}");
+    // The pause's answer shows the run once no step can follow: its exact count.
+    let steps = run["train_steps"].as_u64().unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(m.get_json("/api/v1/runs/default").await["train_steps"].as_u64().unwrap(), steps, "the count holds");
+    m.stop().await.unwrap();
+
+    let m = Manager::start(config(dir.path())).await;
+    let after = m.get_json("/api/v1/runs/default").await;
+    assert_eq!(after["train_steps"].as_u64().unwrap(), steps, "the paused run's steps survive the restart: {after}");
+    assert_eq!(after["paused"], true, "and it is still paused");
+    m.stop().await.unwrap();
+}

@@ -1,0 +1,95 @@
+//! Which run takes the next train step on the device.
+
+use super::RunId;
+
+/// Which run takes the next train step: weighted fair sharing by virtual time
+/// (stride scheduling, as in Linux's CFS). Each step costs the run `1 / weight`; the
+/// ready run with the least virtual time goes next. A run that is not ready (its
+/// limiter waits, it is paused or burning in) banks no credit: its virtual time is
+/// raised to the least among the ready ones, so when it comes back it shares from then
+/// on rather than taking the device for a burst.
+#[derive(Debug, Default)]
+pub struct Scheduler {
+    vtime: Vec<(RunId, f64)>,
+}
+
+impl Scheduler {
+    pub fn add(&mut self, id: RunId) {
+        // A newcomer starts level with the least busy run, not at zero.
+        let start = self.vtime.iter().map(|&(_, v)| v).fold(f64::INFINITY, f64::min);
+        self.vtime.push((id, if start.is_finite() { start } else { 0.0 }));
+    }
+
+    pub fn remove(&mut self, id: RunId) {
+        self.vtime.retain(|&(r, _)| r != id);
+    }
+
+    /// The run to step next among `ready` (id and weight), charged for the step.
+    pub fn pick(&mut self, ready: &[(RunId, f64)]) -> Option<RunId> {
+        let vt = |s: &Self, id: RunId| s.vtime.iter().find(|&&(r, _)| r == id).map_or(0.0, |&(_, v)| v);
+        let &(id, weight) = ready.iter().min_by(|a, b| vt(self, a.0).total_cmp(&vt(self, b.0)))?;
+        let floor = vt(self, id);
+        for (r, v) in &mut self.vtime {
+            if *r == id {
+                *v += 1.0 / weight;
+            } else if !ready.iter().any(|&(x, _)| x == *r) && *v < floor {
+                *v = floor;
+            }
+        }
+        Some(id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts(s: &mut Scheduler, steps: usize, ready: impl Fn(usize) -> Vec<(RunId, f64)>) -> [usize; 3] {
+        let mut c = [0; 3];
+        for i in 0..steps {
+            if let Some(id) = s.pick(&ready(i)) {
+                c[id as usize] += 1;
+            }
+        }
+        c
+    }
+
+    #[test]
+    fn equal_weights_take_turns_and_weights_set_the_shares() {
+        let mut s = Scheduler::default();
+        s.add(1);
+        s.add(2);
+        assert_eq!(counts(&mut s, 1000, |_| vec![(1, 1.0), (2, 1.0)]), [0, 500, 500]);
+        let mut s = Scheduler::default();
+        s.add(1);
+        s.add(2);
+        let c = counts(&mut s, 3000, |_| vec![(1, 2.0), (2, 1.0)]);
+        assert!(c[1].abs_diff(2000) <= 1 && c[2].abs_diff(1000) <= 1, "{c:?}");
+    }
+
+    #[test]
+    fn a_run_that_waits_neither_blocks_the_others_nor_comes_back_for_a_burst() {
+        let mut s = Scheduler::default();
+        s.add(1);
+        s.add(2);
+        // Run 2's limiter says wait for 600 steps: run 1 takes them all.
+        let c = counts(&mut s, 600, |_| vec![(1, 1.0)]);
+        assert_eq!(c, [0, 600, 0]);
+        // Then both are ready: they alternate from here, run 2 has no 600-step credit.
+        let c = counts(&mut s, 100, |_| vec![(1, 1.0), (2, 1.0)]);
+        assert!(c[1].abs_diff(50) <= 1 && c[2].abs_diff(50) <= 1, "{c:?}");
+        assert_eq!(s.pick(&[]), None);
+    }
+
+    #[test]
+    fn a_run_added_late_starts_level_with_the_others() {
+        let mut s = Scheduler::default();
+        s.add(1);
+        counts(&mut s, 500, |_| vec![(1, 1.0)]);
+        s.add(2);
+        let c = counts(&mut s, 100, |_| vec![(1, 1.0), (2, 1.0)]);
+        assert!(c[1].abs_diff(50) <= 1 && c[2].abs_diff(50) <= 1, "{c:?}");
+        s.remove(1);
+        assert_eq!(counts(&mut s, 10, |_| vec![(2, 1.0)]), [0, 0, 10]);
+    }
+}
