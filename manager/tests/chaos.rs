@@ -390,7 +390,8 @@ fn a_file_size_limit_with_sigxfsz_at_its_default_answers_503_and_the_manager_liv
     let mut manager = limited_command(&rig, 700_000, false).spawn().unwrap();
     wait_healthy(&url, &mut manager);
     let http = reqwest::blocking::Client::new();
-    let post = |body: Vec<u8>| http.post(format!("{url}/api/v1/experience")).bearer_auth(TOKEN).header("content-type", "application/octet-stream").body(body).send();
+    let post =
+        |body: Vec<u8>| http.post(format!("{url}/api/v1/experience")).bearer_auth(TOKEN).header("content-type", "application/octet-stream").body(body).send();
     let mut acked = Vec::new();
     let mut full = None;
     for seq in 0..2000 {
@@ -444,4 +445,124 @@ fn a_file_size_limit_with_sigxfsz_at_its_default_answers_503_and_the_manager_liv
     let kept: HashSet<u32> = rec.rows.chunks_exact(TRANSITION_FLOATS).map(|r| r[col::REWARD] as u32).collect();
     assert!(acked.iter().all(|t| kept.contains(t)), "every acknowledged transition was kept");
     assert_eq!((kept.len(), rec.corrupt), (acked.len(), 0));
+}
+
+/// A byte flipped on disk in the length field of one record of the log costs that upload
+/// only: after a restart every other acknowledged upload is back (in the replay, and in
+/// the dedup window), the damaged one is counted as skipped, and its worker's retry is
+/// taken as new.
+#[test]
+fn a_flipped_length_byte_in_the_log_loses_that_upload_only() {
+    let rig = rig();
+    let url = rig.url.clone();
+    let mut manager = start(&rig);
+    let http = reqwest::blocking::Client::new();
+    let post = |body: Vec<u8>| {
+        let r = http.post(format!("{url}/api/v1/experience")).bearer_auth(TOKEN).header("content-type", "application/octet-stream").body(body).send().unwrap();
+        let status = r.status().as_u16();
+        (status, r.json::<Value>().unwrap())
+    };
+    let uploads: Vec<(Vec<u8>, Vec<u32>)> = (0..12).map(|seq| tagged_upload(9, seq)).collect();
+    for (body, _) in &uploads {
+        assert_eq!(post(body.clone()).0, 202);
+    }
+    signal(&mut manager, "KILL");
+
+    // Flip the top byte of upload 5's length, found as the 4 bytes before its payload
+    // (the upload's bytes) that hold its length: the framing is the manager's business.
+    let wal_dir = rig.dir.path().join("data/runs/default/wal");
+    let seg = std::fs::read_dir(&wal_dir).unwrap().map(|e| e.unwrap().path()).find(|p| p.extension().is_some_and(|e| e == "seg")).unwrap();
+    let mut bytes = std::fs::read(&seg).unwrap();
+    let (lost_body, lost_tags) = &uploads[5];
+    let payload_at = bytes.windows(lost_body.len()).position(|w| w == lost_body.as_slice()).unwrap();
+    let len = (lost_body.len() as u32).to_le_bytes();
+    let len_at = (payload_at.saturating_sub(32)..payload_at).rev().find(|&i| bytes[i..i + 4] == len).expect("the length field");
+    bytes[len_at + 3] ^= 0x01;
+    std::fs::write(&seg, &bytes).unwrap();
+
+    let mut manager = start(&rig);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let current = loop {
+        let v: Value = http.get(format!("{url}/api/v1/stats")).send().unwrap().json().unwrap();
+        if v["current"]["queued"] == 0 {
+            break v["current"].clone();
+        }
+        assert!(Instant::now() < deadline, "the queue did not drain: {v}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let held = current["replay_size"].as_u64().unwrap() + current["replay_staged"].as_u64().unwrap();
+    assert_eq!(held, 11 * ROWS as u64, "11 of the 12 uploads are back: {current}");
+    let log = std::fs::read_to_string(&rig.log).unwrap();
+    assert!(log.contains("corrupt_skipped=1 "), "the restart counted one corrupt record:\n{log}");
+    for (i, (body, _)) in uploads.iter().enumerate() {
+        let (status, v) = post(body.clone());
+        if i == 5 {
+            assert_eq!((status, &v["duplicate"]), (202, &Value::Bool(false)), "the damaged upload's retry is taken: {v}");
+        } else {
+            assert_eq!((status, &v["duplicate"]), (200, &Value::Bool(true)), "upload {i} is known after the restart: {v}");
+        }
+    }
+    signal(&mut manager, "TERM");
+    let rec = wal::recover(&wal_dir, &WalMeta::new("untouchable", EXPECT), 1_000_000, EXPECT).unwrap();
+    let kept: HashSet<u32> = rec.rows.chunks_exact(TRANSITION_FLOATS).map(|r| r[col::REWARD] as u32).collect();
+    assert!(uploads.iter().flat_map(|(_, t)| t).all(|t| kept.contains(t)), "every upload is in the log, the damaged one by its retry");
+    assert_eq!((kept.len(), rec.corrupt, rec.torn_bytes), (12 * ROWS, 1, 0));
+    assert!(lost_tags.iter().all(|t| kept.contains(t)));
+}
+
+/// A data directory whose log an earlier shine-manager wrote (format version 1: `len,
+/// crc32, payload` records, meta.json `version: 1`): a manager started on it takes every
+/// upload back, writes new ones, and after a `kill -9` has both.
+#[test]
+fn a_log_in_the_old_format_is_recovered_and_continued() {
+    let rig = rig();
+    let url = rig.url.clone();
+    let wal_dir = rig.dir.path().join("data/runs/default/wal");
+    std::fs::create_dir_all(&wal_dir).unwrap();
+    let mut old_meta = WalMeta::new("untouchable", EXPECT);
+    old_meta.version = 1;
+    std::fs::write(wal_dir.join("meta.json"), serde_json::to_vec_pretty(&old_meta).unwrap()).unwrap();
+    let old: Vec<(Vec<u8>, Vec<u32>)> = (0..6).map(|seq| tagged_upload(10, seq)).collect();
+    let mut segment = Vec::new();
+    for (body, _) in &old {
+        segment.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        segment.extend_from_slice(&crc32fast::hash(body).to_le_bytes());
+        segment.extend_from_slice(body);
+    }
+    std::fs::write(wal_dir.join(format!("{:016x}.seg", 0)), &segment).unwrap();
+
+    let http = reqwest::blocking::Client::new();
+    let post = |body: Vec<u8>| {
+        let r = http.post(format!("{url}/api/v1/experience")).bearer_auth(TOKEN).header("content-type", "application/octet-stream").body(body).send().unwrap();
+        let status = r.status().as_u16();
+        (status, r.json::<Value>().unwrap())
+    };
+    let held = || {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let v: Value = http.get(format!("{url}/api/v1/stats")).send().unwrap().json().unwrap();
+            if v["current"]["queued"] == 0 {
+                return v["current"]["replay_size"].as_u64().unwrap() + v["current"]["replay_staged"].as_u64().unwrap();
+            }
+            assert!(Instant::now() < deadline, "the queue did not drain: {v}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let mut manager = start(&rig);
+    assert_eq!(held(), 6 * ROWS as u64, "every old-format upload is back");
+    assert_eq!(post(old[3].0.clone()), (200, serde_json::json!({"accepted": 0, "duplicate": true})));
+    let new: Vec<(Vec<u8>, Vec<u32>)> = (6..10).map(|seq| tagged_upload(10, seq)).collect();
+    for (body, _) in &new {
+        assert_eq!(post(body.clone()).0, 202);
+    }
+    signal(&mut manager, "KILL");
+    assert_eq!(std::fs::read(wal_dir.join(format!("{:016x}.seg", 0))).unwrap(), segment, "the old segment is left as it was");
+
+    let mut manager = start(&rig);
+    assert_eq!(held(), 10 * ROWS as u64, "old and new uploads are back");
+    signal(&mut manager, "TERM");
+    let rec = wal::recover(&wal_dir, &WalMeta::new("untouchable", EXPECT), 1_000_000, EXPECT).unwrap();
+    let kept: HashSet<u32> = rec.rows.chunks_exact(TRANSITION_FLOATS).map(|r| r[col::REWARD] as u32).collect();
+    assert!(old.iter().chain(&new).flat_map(|(_, t)| t).all(|t| kept.contains(t)));
+    assert_eq!((kept.len(), rec.records, rec.corrupt, rec.torn_bytes), (10 * ROWS, 10, 0, 0));
 }
