@@ -9,7 +9,9 @@
 //! with two different bodies; and the training step never went back by more than the
 //! checkpoint interval. Also: a full disk (a file-size limit) answers 503
 //! `storage_full`, keeps everything acknowledged and keeps serving reads, also when the
-//! limit's SIGXFSZ is left at its default action (which would kill the process).
+//! limit's SIGXFSZ is left at its default action (which would kill the process); a byte
+//! flipped in the log on disk costs only the upload it is in; and a log in the earlier
+//! format (version 1) is recovered and continued.
 
 mod common;
 
