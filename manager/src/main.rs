@@ -10,6 +10,7 @@ use tracing_subscriber::EnvFilter;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    survive_file_size_limits()?;
     let cli = Cli::parse();
     if let Some(Command::LaunchScript(args)) = &cli.command {
         print!("{}", shine_manager::launch::render(args)?);
@@ -31,4 +32,18 @@ async fn main() -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     shine_agent::shutdown::cancel_on_signals(shutdown.clone()).context("installing the signal handlers")?;
     shine_manager::run(config, shutdown).await
+}
+
+/// Under a file-size limit (`ulimit -f`, systemd's `LimitFSIZE=`, some containers) a write
+/// past it makes the kernel send SIGXFSZ, whose default action kills the process: the
+/// manager would die mid-upload instead of answering `503 storage_full` and serving on
+/// (docs/durability.md, "Disk"). With any handler installed the write fails with EFBIG
+/// instead, which the write-ahead log turns into `storage_full` (PostgreSQL ignores
+/// SIGXFSZ for the same reason). signal-hook's flag registration installs one through a
+/// safe API (`libc::signal(SIGXFSZ, SIG_IGN)` would need `unsafe`); the flag itself is
+/// not read: the failing write already says everything.
+fn survive_file_size_limits() -> anyhow::Result<()> {
+    let hit = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGXFSZ, hit).context("installing a SIGXFSZ handler")?;
+    Ok(())
 }

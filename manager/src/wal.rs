@@ -7,23 +7,55 @@
 //!
 //! Each accepted upload is appended, as the bytes that arrived (header and compressed
 //! payload: the upload id, worker and model version are in its header), to the current
-//! segment file `<data_dir>/wal/<first record number, 16 hex>.seg`, framed as
-//! `len: u32 LE, crc32: u32 LE, payload`. One thread writes: it takes every append
-//! waiting, writes them all, then makes them durable with **one** fsync (group commit),
-//! and only then are their uploads answered. [`Durability`] trades that for speed.
+//! segment file `<data_dir>/wal/<first record number, 16 hex>.seg` as one record (format
+//! version 2, below). One thread writes: it takes every append waiting, writes them all,
+//! then makes them durable with **one** fsync (group commit), and only then are their
+//! uploads answered. [`Durability`] trades that for speed.
+//!
+//! ```text
+//! record = marker "\x89SHWAL\r\n" (8 bytes) | number u64 LE | len u32 LE | crc32(payload) u32 LE
+//!        | crc32(the 24 bytes before) u32 LE | payload (len bytes)
+//! ```
+//!
+//! A damaged byte costs only the record it is in. The header has its own checksum, so a
+//! damaged length is never used to find the next record (format version 1, `len, crc32,
+//! payload`, trusted it: one flipped bit in a length could lose the rest of the segment). A
+//! record whose header checks out but whose payload does not is stepped over by its
+//! length; after a header that does not check out, the reader scans forward for the next
+//! marker whose header and payload both check out, and goes on from there. The record
+//! number (segment names count the same numbers) says how many records the damage took.
+//!
+//! Why a marker per record rather than LevelDB's log of fixed 32 KiB blocks (records cut
+//! into fragments, a reader that meets a bad fragment resuming at the next block): a block
+//! holds several uploads of a few KiB, and a damaged byte there costs every upload after
+//! it in that block, not just its own; and uploads of up to 32 MiB would be cut into
+//! a thousand fragments to write and reassemble, where here an upload's bytes stay one
+//! run on disk behind 28 bytes of header. The price is the scan after damage (bounded by
+//! the segment, and paid only then) and that a scan may meet the marker inside a damaged
+//! record's payload: it is taken only if a header checksum and a payload checksum behind
+//! it also check out, which random bytes do not (an upload crafted to hold a whole record
+//! could: that record would be a valid upload, its id taken once like any other).
 //!
 //! A segment rolls over at `[wal] segment_mb`; a segment is deleted once the
 //! segments after it hold at least the replay's capacity in transitions (its rows could
 //! no longer be in the replay), so the log on disk stays near the replay's size (about
 //! 100 MB of zstd for a million transitions; `shine_wal_bytes`).
 //!
-//! Recovery ([`recover`]) reads the segments in order: a torn tail (a crash in the
-//! middle of a write) is cut back to the last whole record with one warning; a record
-//! elsewhere whose checksum or content is wrong is skipped and counted; a record whose
-//! upload id was seen before (two copies of one retried upload raced) is not taken
-//! twice. `wal/meta.json` says what the records were written for (state dimension,
-//! action set, n-step): a manager configured otherwise refuses to start and says what
-//! to do, rather than train on rows that mean something else.
+//! Recovery ([`recover`]) reads the segments in order: damage at the end of the last
+//! segment, with no valid record after it, is a torn tail (a crash in the middle of a
+//! write) and is cut back to the last whole record with one warning; a record elsewhere
+//! whose checksum or content is wrong is skipped and counted; a record whose upload id
+//! was seen before (two copies of one retried upload raced) is not taken twice.
+//! `wal/meta.json` says what the records were written for (state dimension, action set,
+//! n-step): a manager configured otherwise refuses to start and says what to do, rather
+//! than train on rows that mean something else.
+//!
+//! Logs written in format version 1 (`meta.json` `version: 1`) still read: their segments
+//! are read with the version-1 framing as they are (never rewritten), and the first
+//! manager to write to such a log records in `meta.json` (`version: 2`,
+//! `v1_segments_before`) that segments named below its first new segment are version 1,
+//! then writes only new segments, in version 2. The old segments go as the log's oldest
+//! segments always do.
 //!
 //! A write that fails (disk full, a file-size limit) is cut back and answered
 //! [`WalError::StorageFull`] (HTTP 503 `storage_full`): the upload was not kept, the
@@ -41,12 +73,17 @@ use std::sync::{mpsc, Arc};
 use thiserror::Error;
 use tokio::sync::oneshot;
 
-/// Bytes before each record's payload: its length and its CRC-32.
-const FRAME: usize = 8;
+/// Format version 1: `len: u32 LE, crc32(payload): u32 LE` before each payload.
+const V1_FRAME: usize = 8;
+/// Format version 2 (see the module doc): what starts every record.
+const MARKER: [u8; 8] = *b"\x89SHWAL\r\n";
+/// Format version 2: bytes before each payload (marker, number, length, two CRC-32s).
+const HEADER: usize = 28;
 const SEGMENT_EXT: &str = "seg";
 const META_FILE: &str = "meta.json";
 const META_FORMAT: &str = "shine-wal";
-const META_VERSION: u32 = 1;
+/// The format new segments are written in.
+const META_VERSION: u32 = 2;
 
 /// How hard an acknowledged upload is kept (`[wal] durability`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -93,11 +130,16 @@ pub enum WalError {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WalMeta {
     pub format: String,
+    /// The format of the segments: 1, or 2 (those named below `v1_segments_before` in 1).
     pub version: u32,
     pub state_dim: usize,
     pub action_set: String,
     pub actions: usize,
     pub n_step: u8,
+    /// Set when a version-1 log was continued in version 2: the first record number
+    /// (segment name) written in version 2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub v1_segments_before: Option<u64>,
 }
 
 impl WalMeta {
@@ -109,7 +151,13 @@ impl WalMeta {
             action_set: action_set.into(),
             actions: expect.actions,
             n_step: expect.n_step,
+            v1_segments_before: None,
         }
+    }
+
+    /// Written for the same rows as `other` (whatever the format version).
+    fn same_rows(&self, other: &WalMeta) -> bool {
+        (self.state_dim, &self.action_set, self.actions, self.n_step) == (other.state_dim, &other.action_set, other.actions, other.n_step)
     }
 }
 
@@ -133,6 +181,8 @@ struct Segment {
     bytes: u64,
     /// Transitions in its valid records.
     rows: u64,
+    /// Written in format version 1: read, never appended to.
+    v1: bool,
 }
 
 fn segment_name(first_record: u64) -> String {
@@ -182,6 +232,9 @@ pub struct Recovered {
     pub torn_bytes: u64,
     segments: Vec<Segment>,
     next_record: u64,
+    /// The log's `meta.json` when it says format version 1: the writer marks where
+    /// version 2 starts before it writes anything.
+    v1_meta: Option<WalMeta>,
 }
 
 /// A valid record, found by the first pass.
@@ -191,18 +244,44 @@ struct Found {
     upload_id: [u8; 16],
 }
 
-/// Read one segment's records; `last` segments may have a torn tail, which is cut.
-fn read_segment(path: &Path, last: bool, out: &mut Vec<Found>, rec: &mut Recovered) -> std::io::Result<Segment> {
+fn segment_first(path: &Path) -> u64 {
+    u64::from_str_radix(&path.file_stem().expect("listed").to_string_lossy(), 16).expect("listed")
+}
+
+/// Keep a record whose checksum checked out, if its content is an upload's.
+fn take(payload: &[u8], out: &mut Vec<Found>, rows: &mut u64, rec: &mut Recovered) {
+    match experience::Header::parse(payload) {
+        Ok(h) => {
+            *rows += h.count as u64;
+            out.push(Found { payload: payload.to_vec(), count: h.count as u64, upload_id: h.meta.upload_id });
+        }
+        Err(_) => rec.corrupt += 1,
+    }
+}
+
+/// Cut a torn tail off the last segment: everything from `at` on.
+fn cut_torn_tail(path: &Path, at: usize, len: usize, rec: &mut Recovered) -> std::io::Result<()> {
+    let cut = (len - at) as u64;
+    tracing::warn!(segment = %path.display(), bytes = cut, "the write-ahead log ends in a torn record (a crash mid-write); cutting it back to the last whole record");
+    OpenOptions::new().write(true).open(path)?.set_len(at as u64)?;
+    rec.torn_bytes += cut;
+    Ok(())
+}
+
+/// Read a format-version-1 segment (`len, crc32, payload`); the `last` segment may have
+/// a torn tail, which is cut. A damaged length loses the rest of the segment: the
+/// version-1 framing has nothing to find the next record by.
+fn read_segment_v1(path: &Path, last: bool, out: &mut Vec<Found>, rec: &mut Recovered) -> std::io::Result<Segment> {
     let mut bytes = Vec::new();
     File::open(path)?.read_to_end(&mut bytes)?;
     let mut at = 0usize;
     let mut rows = 0u64;
     while at < bytes.len() {
-        let Some(frame) = bytes.get(at..at + FRAME) else { break };
+        let Some(frame) = bytes.get(at..at + V1_FRAME) else { break };
         let len = u32::from_le_bytes(frame[..4].try_into().expect("4 bytes")) as usize;
         let crc = u32::from_le_bytes(frame[4..].try_into().expect("4 bytes"));
-        let Some(payload) = bytes.get(at + FRAME..at + FRAME + len) else { break };
-        let end = at + FRAME + len;
+        let Some(payload) = bytes.get(at + V1_FRAME..at + V1_FRAME + len) else { break };
+        let end = at + V1_FRAME + len;
         if crc32fast::hash(payload) != crc {
             if last && end == bytes.len() {
                 // The last record, cut short or half written: the torn tail below.
@@ -212,39 +291,126 @@ fn read_segment(path: &Path, last: bool, out: &mut Vec<Found>, rec: &mut Recover
             at = end;
             continue;
         }
-        match experience::Header::parse(payload) {
-            Ok(h) => {
-                rows += h.count as u64;
-                out.push(Found { payload: payload.to_vec(), count: h.count as u64, upload_id: h.meta.upload_id });
-            }
-            Err(_) => rec.corrupt += 1,
-        }
+        take(payload, out, &mut rows, rec);
         at = end;
     }
     if at < bytes.len() {
         if last {
-            let cut = (bytes.len() - at) as u64;
-            tracing::warn!(segment = %path.display(), bytes = cut, "the write-ahead log ends in a torn record (a crash mid-write); cutting it back to the last whole record");
-            OpenOptions::new().write(true).open(path)?.set_len(at as u64)?;
-            rec.torn_bytes += cut;
+            cut_torn_tail(path, at, bytes.len(), rec)?;
         } else {
             // A length that runs past the end of a sealed segment: its rest is unreadable.
             tracing::warn!(segment = %path.display(), bytes = bytes.len() - at, "a write-ahead log segment ends in an unreadable record; skipping its rest");
             rec.corrupt += 1;
         }
     }
-    let first = u64::from_str_radix(&path.file_stem().expect("listed").to_string_lossy(), 16).expect("listed");
-    Ok(Segment { first, path: path.to_path_buf(), bytes: at as u64, rows })
+    Ok(Segment { first: segment_first(path), path: path.to_path_buf(), bytes: at as u64, rows, v1: true })
 }
 
-/// Check `<dir>/meta.json` against `meta` (writing it for a new log).
-fn check_meta(dir: &Path, meta: &WalMeta) -> anyhow::Result<()> {
+/// The format-version-2 header of record `number` holding `payload`.
+fn header(number: u64, payload: &[u8]) -> [u8; HEADER] {
+    let mut h = [0u8; HEADER];
+    h[..8].copy_from_slice(&MARKER);
+    h[8..16].copy_from_slice(&number.to_le_bytes());
+    h[16..20].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+    h[20..24].copy_from_slice(&crc32fast::hash(payload).to_le_bytes());
+    let head_crc = crc32fast::hash(&h[..24]);
+    h[24..].copy_from_slice(&head_crc.to_le_bytes());
+    h
+}
+
+/// What starts at an offset of a version-2 segment.
+enum At {
+    /// A whole record whose header and payload check out.
+    Record { number: u64, payload: std::ops::Range<usize> },
+    /// A header that checks out before a payload that does not: the record ends at `end`.
+    BadPayload { end: usize },
+    /// No header that checks out, or a record running past the end of the file.
+    Nothing,
+}
+
+fn at(bytes: &[u8], at: usize) -> At {
+    let Some(h) = bytes.get(at..at + HEADER) else { return At::Nothing };
+    let field = |r: std::ops::Range<usize>| u32::from_le_bytes(h[r].try_into().expect("4 bytes"));
+    if h[..8] != MARKER || crc32fast::hash(&h[..24]) != field(24..28) {
+        return At::Nothing;
+    }
+    let number = u64::from_le_bytes(h[8..16].try_into().expect("8 bytes"));
+    let payload = at + HEADER..at + HEADER + field(16..20) as usize;
+    match bytes.get(payload.clone()) {
+        Some(p) if crc32fast::hash(p) == field(20..24) => At::Record { number, payload },
+        Some(_) => At::BadPayload { end: payload.end },
+        None => At::Nothing,
+    }
+}
+
+/// The offset of the next record (from `from` on) whose header and payload check out.
+fn next_record(bytes: &[u8], mut from: usize) -> Option<usize> {
+    while let Some(i) = bytes.get(from..)?.windows(MARKER.len()).position(|w| w == MARKER) {
+        if matches!(at(bytes, from + i), At::Record { .. }) {
+            return Some(from + i);
+        }
+        from += i + 1;
+    }
+    None
+}
+
+/// Read a format-version-2 segment: damage costs the records it is in, counted by the
+/// gap in record numbers to the next good record (or, at the end of a sealed segment, to
+/// `next_first`, the next segment's first number). Damage at the end of the `last`
+/// segment, with no good record after it, is a torn tail and is cut.
+fn read_segment_v2(path: &Path, last: bool, next_first: Option<u64>, out: &mut Vec<Found>, rec: &mut Recovered) -> std::io::Result<(Segment, u64)> {
+    let mut bytes = Vec::new();
+    File::open(path)?.read_to_end(&mut bytes)?;
+    let first = segment_first(path);
+    let (mut pos, mut good_end, mut rows, mut expected) = (0usize, 0usize, 0u64, first);
+    let mut junk = 0usize;
+    while pos < bytes.len() {
+        match at(&bytes, pos) {
+            At::Record { number, payload } => {
+                junk += pos - good_end;
+                rec.corrupt += number.saturating_sub(expected);
+                expected = expected.max(number.saturating_add(1));
+                take(&bytes[payload.clone()], out, &mut rows, rec);
+                pos = payload.end;
+                good_end = pos;
+            }
+            // Its length checked out: step over it (the gap in numbers counts it).
+            At::BadPayload { end } => pos = end,
+            At::Nothing => pos = next_record(&bytes, pos + 1).unwrap_or(bytes.len()),
+        }
+    }
+    if good_end < bytes.len() {
+        if last {
+            cut_torn_tail(path, good_end, bytes.len(), rec)?;
+        } else {
+            junk += bytes.len() - good_end;
+            rec.corrupt += next_first.unwrap_or(expected).saturating_sub(expected);
+        }
+    }
+    if junk > 0 {
+        tracing::warn!(segment = %path.display(), bytes = junk, "skipped damaged bytes in the write-ahead log");
+    }
+    let seg = Segment { first, path: path.to_path_buf(), bytes: if last { good_end } else { bytes.len() } as u64, rows, v1: false };
+    Ok((seg, expected))
+}
+
+/// Check `<dir>/meta.json` against `meta` (writing it for a new log); what it says.
+fn check_meta(dir: &Path, meta: &WalMeta) -> anyhow::Result<WalMeta> {
     let path = dir.join(META_FILE);
     match std::fs::read(&path) {
         Ok(bytes) => {
             let found: WalMeta =
                 serde_json::from_slice(&bytes).map_err(|e| anyhow::anyhow!("{} is not a Shine write-ahead log description ({e})", path.display()))?;
-            if &found != meta {
+            if found.format != META_FORMAT || !(1..=META_VERSION).contains(&found.version) {
+                anyhow::bail!(
+                    "{} describes a {:?} log in format version {}; this shine-manager reads {META_FORMAT:?} versions 1 to {META_VERSION} (a newer \
+                     shine-manager wrote it?)",
+                    path.display(),
+                    found.format,
+                    found.version
+                );
+            }
+            if !found.same_rows(meta) {
                 anyhow::bail!(
                     "the write-ahead log in {} holds uploads for state dimension {}, action set {:?} ({} actions), n_step {}, but this manager is \
                      configured for state dimension {}, action set {:?} ({} actions), n_step {}: use the configuration it was written with, or \
@@ -261,10 +427,11 @@ fn check_meta(dir: &Path, meta: &WalMeta) -> anyhow::Result<()> {
                     dir.display()
                 );
             }
-            Ok(())
+            Ok(found)
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            shine_agent::durable::write_atomic(&path, &serde_json::to_vec_pretty(meta)?).map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))
+            shine_agent::durable::write_atomic(&path, &serde_json::to_vec_pretty(meta)?).map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+            Ok(meta.clone())
         }
         Err(e) => Err(anyhow::anyhow!("reading {}: {e}", path.display())),
     }
@@ -274,15 +441,27 @@ fn check_meta(dir: &Path, meta: &WalMeta) -> anyhow::Result<()> {
 /// the upload ids, decoded with `expect`. Cuts a torn tail; never panics on bad bytes.
 pub fn recover(dir: &Path, meta: &WalMeta, capacity: usize, expect: Expect) -> anyhow::Result<Recovered> {
     std::fs::create_dir_all(dir).map_err(|e| anyhow::anyhow!("creating {}: {e}", dir.display()))?;
-    check_meta(dir, meta)?;
-    let mut rec = Recovered::default();
+    let on_disk = check_meta(dir, meta)?;
+    // Segments named below this are in format version 1.
+    let v1_before = if on_disk.version == 1 { u64::MAX } else { on_disk.v1_segments_before.unwrap_or(0) };
+    let mut rec = Recovered { v1_meta: (on_disk.version == 1).then_some(on_disk), ..Default::default() };
     let paths = list_segments(dir).map_err(|e| anyhow::anyhow!("reading {}: {e}", dir.display()))?;
     let mut found = Vec::new();
     for (i, p) in paths.iter().enumerate() {
-        let before = found.len();
-        let seg = read_segment(p, i + 1 == paths.len(), &mut found, &mut rec).map_err(|e| anyhow::anyhow!("reading {}: {e}", p.display()))?;
-        rec.next_record = rec.next_record.max(seg.first + (found.len() - before) as u64);
+        let (last, first) = (i + 1 == paths.len(), segment_first(p));
+        let read = if first < v1_before {
+            let before = found.len();
+            read_segment_v1(p, last, &mut found, &mut rec).map(|seg| (seg, first + (found.len() - before) as u64))
+        } else {
+            read_segment_v2(p, last, paths.get(i + 1).map(|n| segment_first(n)), &mut found, &mut rec)
+        };
+        let (seg, next) = read.map_err(|e| anyhow::anyhow!("reading {}: {e}", p.display()))?;
+        rec.next_record = rec.next_record.max(next);
         rec.segments.push(seg);
+    }
+    if v1_before != u64::MAX {
+        // New segments must be named at or above the version-2 mark, or they would be read as version 1.
+        rec.next_record = rec.next_record.max(v1_before);
     }
     // Repeats of an upload id (never the all-zero "no id") are dropped, first copy wins.
     let mut seen = HashSet::new();
@@ -381,6 +560,14 @@ impl Wal {
             next_record: recovered.next_record,
             stats: stats.clone(),
         };
+        if let Some(old) = &recovered.v1_meta {
+            // A version-1 log: say where version 2 starts before writing any of it.
+            let first = writer.new_segment_first();
+            let path = dir.join(META_FILE);
+            let meta = WalMeta { version: META_VERSION, v1_segments_before: Some(first), ..old.clone() };
+            shine_agent::durable::write_atomic(&path, &serde_json::to_vec_pretty(&meta)?).map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+            tracing::info!(dir = %dir.display(), first_record = first, "the write-ahead log is in format version 1: its segments stay as they are, new ones are written in version 2");
+        }
         writer.open_segment().map_err(|e| anyhow::anyhow!("opening the write-ahead log in {}: {e}", dir.display()))?;
         writer.prune();
         writer.publish_stats();
@@ -412,14 +599,22 @@ struct Writer {
 }
 
 impl Writer {
-    /// Continue the newest segment, or start one when there is none or it is full.
+    /// The name (first record number) of the next new segment: names only go up, even
+    /// past a segment whose records were all unreadable.
+    fn new_segment_first(&self) -> u64 {
+        self.segments.back().map_or(self.next_record, |s| self.next_record.max(s.first + 1))
+    }
+
+    /// Continue the newest segment, or start one when there is none, it is full, or it is
+    /// in format version 1.
     fn open_segment(&mut self) -> std::io::Result<()> {
-        let reuse = self.segments.back().is_some_and(|s| s.bytes < self.segment_bytes);
+        let reuse = self.segments.back().is_some_and(|s| !s.v1 && s.bytes < self.segment_bytes);
         if !reuse {
-            // Names only go up, even past a segment whose records were all unreadable.
-            let first = self.segments.back().map_or(self.next_record, |s| self.next_record.max(s.first + 1));
+            let first = self.new_segment_first();
+            // Record numbers and segment names stay the same count.
+            self.next_record = first;
             let path = self.dir.join(segment_name(first));
-            self.segments.push_back(Segment { first, path, bytes: 0, rows: 0 });
+            self.segments.push_back(Segment { first, path, bytes: 0, rows: 0, v1: false });
         }
         let seg = self.segments.back().expect("just ensured");
         let mut f = OpenOptions::new().create(true).write(true).truncate(false).open(&seg.path)?;
@@ -459,7 +654,7 @@ impl Writer {
                 Err(e) => {
                     // Not known to be on disk: cut the group back and refuse it all.
                     tracing::error!("fsync of the write-ahead log failed: {e}");
-                    let n: u64 = ok.iter().map(|a| (FRAME + a.bytes.len()) as u64).sum();
+                    let n: u64 = ok.iter().map(|a| (HEADER + a.bytes.len()) as u64).sum();
                     let rows: u64 = ok.iter().map(|a| a.rows).sum();
                     self.cut_back(n, rows, ok.len() as u64);
                     for a in ok {
@@ -481,14 +676,12 @@ impl Writer {
     fn write_group(&mut self, group: Vec<Append>) -> (Vec<Append>, Vec<(Append, WalError)>) {
         let (mut ok, mut failed) = (Vec::with_capacity(group.len()), Vec::new());
         for a in group {
-            let mut frame = [0u8; FRAME];
-            frame[..4].copy_from_slice(&(a.bytes.len() as u32).to_le_bytes());
-            frame[4..].copy_from_slice(&crc32fast::hash(&a.bytes).to_le_bytes());
+            let head = header(self.next_record, &a.bytes);
             let f = self.file.as_mut().expect("open");
             let seg = self.segments.back_mut().expect("open");
-            match f.write_all(&frame).and_then(|()| f.write_all(&a.bytes)) {
+            match f.write_all(&head).and_then(|()| f.write_all(&a.bytes)) {
                 Ok(()) => {
-                    seg.bytes += (FRAME + a.bytes.len()) as u64;
+                    seg.bytes += (HEADER + a.bytes.len()) as u64;
                     seg.rows += a.rows;
                     self.next_record += 1;
                     self.stats.records.fetch_add(1, Relaxed);
@@ -497,7 +690,7 @@ impl Writer {
                 Err(e) => {
                     let start = seg.bytes;
                     if f.set_len(start).and_then(|()| f.seek(SeekFrom::Start(start)).map(|_| ())).is_err() {
-                        tracing::error!("could not cut a failed write-ahead log write back; later records may be skipped on recovery");
+                        tracing::error!("could not cut a failed write-ahead log write back; recovery will skip its bytes");
                     }
                     let e = io_error(e);
                     tracing::warn!("{e}");
@@ -598,22 +791,23 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         write(dir.path(), &WalConfig::default(), 100, &[(1, 5), (2, 5)]);
         let seg = list_segments(dir.path()).unwrap().pop().unwrap();
-        let whole = std::fs::metadata(&seg).unwrap().len();
-        // A crash in the middle of the third record.
+        let whole = std::fs::read(&seg).unwrap();
+        // A crash in the middle of the third record: in its payload, then in its header.
         let third = upload(3, 5);
-        let mut f = OpenOptions::new().append(true).open(&seg).unwrap();
-        f.write_all(&(third.len() as u32).to_le_bytes()).unwrap();
-        f.write_all(&crc32fast::hash(&third).to_le_bytes()).unwrap();
-        f.write_all(&third[..third.len() / 2]).unwrap();
-        drop(f);
-        let rec = recover(dir.path(), &meta(), 100, EXPECT).unwrap();
-        assert_eq!((tags(&rec.rows), rec.corrupt), (vec![1, 2], 0));
-        assert!(rec.torn_bytes > 0);
-        assert_eq!(std::fs::metadata(&seg).unwrap().len(), whole, "cut back to the last whole record");
+        let mut torn_record = header(2, &third).to_vec();
+        torn_record.extend_from_slice(&third);
+        for cut in [HEADER + third.len() / 2, HEADER - 1, 3] {
+            let mut torn = whole.clone();
+            torn.extend_from_slice(&torn_record[..cut]);
+            std::fs::write(&seg, &torn).unwrap();
+            let rec = recover(dir.path(), &meta(), 100, EXPECT).unwrap();
+            assert_eq!((tags(&rec.rows), rec.corrupt, rec.torn_bytes), (vec![1, 2], 0, cut as u64), "torn after {cut} bytes");
+            assert_eq!(std::fs::read(&seg).unwrap(), whole, "cut back to the last whole record");
+        }
         // Appending after the cut gives a clean log.
         write(dir.path(), &WalConfig::default(), 100, &[(4, 5)]);
         let rec = recover(dir.path(), &meta(), 100, EXPECT).unwrap();
-        assert_eq!((tags(&rec.rows), rec.torn_bytes), (vec![1, 2, 4], 0));
+        assert_eq!((tags(&rec.rows), rec.torn_bytes, rec.corrupt), (vec![1, 2, 4], 0, 0));
     }
 
     #[test]
@@ -623,12 +817,150 @@ mod tests {
         let seg = list_segments(dir.path()).unwrap().pop().unwrap();
         let mut bytes = std::fs::read(&seg).unwrap();
         // Flip a byte inside the second record's payload.
-        let first_len = u32::from_le_bytes(bytes[..4].try_into().unwrap()) as usize;
-        let at = FRAME + first_len + FRAME + 70;
+        let at = find(&bytes, &upload(2, 5)) + 70;
         bytes[at] ^= 0x40;
         std::fs::write(&seg, &bytes).unwrap();
         let rec = recover(dir.path(), &meta(), 100, EXPECT).unwrap();
         assert_eq!((tags(&rec.rows), rec.corrupt, rec.records), (vec![1, 3], 1, 2));
+    }
+
+    /// Where `needle` starts in `hay` (the test's way to find a record without knowing
+    /// the framing: its payload is the upload's bytes).
+    fn find(hay: &[u8], needle: &[u8]) -> usize {
+        hay.windows(needle.len()).position(|w| w == needle).expect("the upload's bytes are in the segment")
+    }
+
+    #[test]
+    fn a_flipped_byte_anywhere_in_a_record_costs_that_record_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let uploads: Vec<(u32, usize)> = (1..=10).map(|t| (t, 3 + t as usize)).collect();
+        write(dir.path(), &WalConfig::default(), 1000, &uploads);
+        let seg = list_segments(dir.path()).unwrap().pop().unwrap();
+        let clean = std::fs::read(&seg).unwrap();
+        // Upload 4's framing: every byte between upload 3's payload and its own, and a
+        // few bytes of its payload.
+        let (third, fourth) = (upload(3, 6), upload(4, 7));
+        let framing = find(&clean, &third) + third.len()..find(&clean, &fourth);
+        assert!(framing.len() >= 8, "{framing:?}");
+        let payload_at = framing.end;
+        let bytes = framing.clone().chain([payload_at, payload_at + 30, payload_at + fourth.len() - 1]);
+        for at in bytes {
+            for flip in [0x01u8, 0x80, 0xff] {
+                let mut bad = clean.clone();
+                bad[at] ^= flip;
+                std::fs::write(&seg, &bad).unwrap();
+                let rec = recover(dir.path(), &meta(), 1000, EXPECT).unwrap();
+                let what = format!("byte {} of upload 4's record ^ {flip:#x}", at as isize - framing.start as isize);
+                assert_eq!(tags(&rec.rows), vec![1, 2, 3, 5, 6, 7, 8, 9, 10], "{what}");
+                assert_eq!((rec.records, rec.corrupt, rec.torn_bytes, rec.upload_ids.len()), (9, 1, 0, 9), "{what}");
+            }
+        }
+    }
+
+    #[test]
+    fn damage_that_spans_records_counts_each_record_it_took() {
+        let dir = tempfile::tempdir().unwrap();
+        let uploads: Vec<(u32, usize)> = (1..=6).map(|t| (t, 5)).collect();
+        write(dir.path(), &WalConfig::default(), 1000, &uploads);
+        let seg = list_segments(dir.path()).unwrap().pop().unwrap();
+        let mut bytes = std::fs::read(&seg).unwrap();
+        // Zeros from the middle of upload 2's payload to the middle of upload 4's (a lost
+        // disk block): uploads 2, 3 and 4 are gone, 1, 5 and 6 come back.
+        let (from, to) = (find(&bytes, &upload(2, 5)) + 50, find(&bytes, &upload(4, 5)) + 50);
+        bytes[from..to].fill(0);
+        std::fs::write(&seg, &bytes).unwrap();
+        let rec = recover(dir.path(), &meta(), 1000, EXPECT).unwrap();
+        assert_eq!((tags(&rec.rows), rec.corrupt, rec.torn_bytes), (vec![1, 5, 6], 3, 0));
+    }
+
+    #[test]
+    fn damage_at_the_end_of_a_sealed_segment_costs_its_records_only() {
+        let dir = tempfile::tempdir().unwrap();
+        // Segments that roll over after their second record.
+        let record = (HEADER + upload(1, 5).len()) as u64;
+        let uploads: Vec<(u32, usize)> = (1..=8).map(|t| (t, 5)).collect();
+        write_segments_of(dir.path(), &WalConfig::default(), 2 * record, 1000, &uploads);
+        let segs = list_segments(dir.path()).unwrap();
+        assert!(segs.len() >= 4, "four full segments (and perhaps the next, empty): {segs:?}");
+        // The first segment's last record (upload 2): its length's top byte.
+        let mut bytes = std::fs::read(&segs[0]).unwrap();
+        let at = find(&bytes, &upload(2, 5)) - HEADER + 19;
+        bytes[at] ^= 0x01;
+        std::fs::write(&segs[0], &bytes).unwrap();
+        let rec = recover(dir.path(), &meta(), 1000, EXPECT).unwrap();
+        assert_eq!((tags(&rec.rows), rec.corrupt, rec.torn_bytes), (vec![1, 3, 4, 5, 6, 7, 8], 1, 0));
+        assert_eq!(std::fs::read(&segs[0]).unwrap(), bytes, "a sealed segment is never cut");
+    }
+
+    /// `uploads` framed as format version 1 did (`len, crc32, payload`), in a log whose
+    /// meta.json says version 1, as today's managers find logs of earlier ones.
+    fn write_v1_log(dir: &Path, uploads: &[(u32, usize)]) -> PathBuf {
+        let mut old = meta();
+        old.version = 1;
+        std::fs::write(dir.join(META_FILE), serde_json::to_vec_pretty(&old).unwrap()).unwrap();
+        let mut bytes = Vec::new();
+        for &(tag, n) in uploads {
+            let u = upload(tag, n);
+            bytes.extend_from_slice(&(u.len() as u32).to_le_bytes());
+            bytes.extend_from_slice(&crc32fast::hash(&u).to_le_bytes());
+            bytes.extend_from_slice(&u);
+        }
+        let seg = dir.join(segment_name(0));
+        std::fs::write(&seg, &bytes).unwrap();
+        seg
+    }
+
+    #[test]
+    fn a_log_in_format_version_1_still_reads_and_continues_in_version_2() {
+        let dir = tempfile::tempdir().unwrap();
+        let v1_seg = write_v1_log(dir.path(), &[(1, 5), (2, 5), (3, 5)]);
+        let v1_bytes = std::fs::read(&v1_seg).unwrap();
+        let rec = recover(dir.path(), &meta(), 100, EXPECT).unwrap();
+        assert_eq!((tags(&rec.rows), rec.records, rec.corrupt, rec.torn_bytes), (vec![1, 2, 3], 3, 0, 0));
+        assert_eq!(rec.upload_ids.len(), 3);
+
+        // A manager writes to it: meta.json marks where version 2 starts, the old
+        // segment stays as it is, the new uploads go to a new segment.
+        write(dir.path(), &WalConfig::default(), 100, &[(4, 5), (2, 5)]);
+        let on_disk: WalMeta = serde_json::from_slice(&std::fs::read(dir.path().join(META_FILE)).unwrap()).unwrap();
+        assert_eq!((on_disk.version, on_disk.v1_segments_before), (2, Some(3)));
+        assert_eq!(std::fs::read(&v1_seg).unwrap(), v1_bytes);
+        assert_eq!(list_segments(dir.path()).unwrap(), vec![v1_seg.clone(), dir.path().join(segment_name(3))]);
+        let rec = recover(dir.path(), &meta(), 100, EXPECT).unwrap();
+        assert_eq!((tags(&rec.rows), rec.records, rec.repeats, rec.corrupt), (vec![1, 2, 3, 4], 4, 1, 0));
+
+        // Restarted again: still read each segment in its own format, and keep appending.
+        write(dir.path(), &WalConfig::default(), 100, &[(5, 5)]);
+        let rec = recover(dir.path(), &meta(), 100, EXPECT).unwrap();
+        assert_eq!((tags(&rec.rows), rec.records, rec.corrupt, rec.torn_bytes), (vec![1, 2, 3, 4, 5], 5, 0, 0));
+        assert_eq!(list_segments(dir.path()).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_version_1_log_with_a_torn_tail_is_cut_back_as_before() {
+        let dir = tempfile::tempdir().unwrap();
+        let seg = write_v1_log(dir.path(), &[(1, 5), (2, 5)]);
+        let whole = std::fs::metadata(&seg).unwrap().len();
+        let third = upload(3, 5);
+        let mut f = OpenOptions::new().append(true).open(&seg).unwrap();
+        f.write_all(&(third.len() as u32).to_le_bytes()).unwrap();
+        f.write_all(&crc32fast::hash(&third).to_le_bytes()).unwrap();
+        f.write_all(&third[..third.len() / 2]).unwrap();
+        drop(f);
+        let rec = recover(dir.path(), &meta(), 100, EXPECT).unwrap();
+        assert_eq!((tags(&rec.rows), rec.corrupt), (vec![1, 2], 0));
+        assert_eq!(rec.torn_bytes, (V1_FRAME + third.len() / 2) as u64);
+        assert_eq!(std::fs::metadata(&seg).unwrap().len(), whole);
+    }
+
+    #[test]
+    fn a_log_in_a_newer_format_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut newer = meta();
+        newer.version = 3;
+        std::fs::write(dir.path().join(META_FILE), serde_json::to_vec(&newer).unwrap()).unwrap();
+        let err = recover(dir.path(), &meta(), 100, EXPECT).unwrap_err().to_string();
+        assert!(err.contains("version 3") && err.contains("newer"), "{err}");
     }
 
     #[test]

@@ -8,7 +8,10 @@
 //! replay exactly once and no transition is in it twice; no model version was served
 //! with two different bodies; and the training step never went back by more than the
 //! checkpoint interval. Also: a full disk (a file-size limit) answers 503
-//! `storage_full`, keeps everything acknowledged and keeps serving reads.
+//! `storage_full`, keeps everything acknowledged and keeps serving reads, also when the
+//! limit's SIGXFSZ is left at its default action (which would kill the process); a byte
+//! flipped in the log on disk costs only the upload it is in; and a log in the earlier
+//! format (version 1) is recovered and continued.
 
 mod common;
 
@@ -301,9 +304,12 @@ fn kill_9_at_random_moments_loses_nothing_acknowledged_and_repeats_nothing() {
     );
 }
 
-/// `shine-manager` with a file-size limit (RLIMIT_FSIZE): its writes beyond it fail with
-/// EFBIG, as on a full disk (SIGXFSZ ignored, as the shell's `ulimit -f` leaves it).
-fn start_limited(rig: &Rig, max_file_bytes: u64) -> Child {
+/// The manager command of `rig` under a file-size limit (RLIMIT_FSIZE): its writes beyond
+/// it fail with EFBIG, as on a full disk. The kernel also sends SIGXFSZ, whose default
+/// action kills the process; with `ignore_sigxfsz` the child starts with it ignored (as
+/// under a parent that ignored it), without, it starts as under systemd's `LimitFSIZE=`
+/// or a shell's `ulimit -f`, with the default action.
+fn limited_command(rig: &Rig, max_file_bytes: u64, ignore_sigxfsz: bool) -> Command {
     use std::os::unix::process::CommandExt;
     let mut c = manager_command(rig);
     // SAFETY: only async-signal-safe calls (setrlimit, signal) between fork and exec.
@@ -313,11 +319,18 @@ fn start_limited(rig: &Rig, max_file_bytes: u64) -> Child {
             if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
-            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            if ignore_sigxfsz {
+                libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            }
             Ok(())
         });
     }
-    let mut child = c.spawn().unwrap();
+    c
+}
+
+/// `shine-manager` under a file-size limit, SIGXFSZ ignored, up and answering.
+fn start_limited(rig: &Rig, max_file_bytes: u64) -> Child {
+    let mut child = limited_command(rig, max_file_bytes, true).spawn().unwrap();
     wait_healthy(&rig.url, &mut child);
     child
 }
@@ -366,4 +379,192 @@ fn a_full_disk_answers_503_storage_full_and_keeps_what_was_acknowledged() {
     assert!(!acked.is_empty());
     assert!(acked.iter().all(|t| held.contains(t)), "every acknowledged transition was kept");
     assert_eq!(held.len(), acked.len(), "and nothing that was refused");
+}
+
+/// Under systemd's `LimitFSIZE=` (or `ulimit -f`) SIGXFSZ keeps its default action, which
+/// kills the process: the manager itself must not let it, so that the write fails with
+/// EFBIG and the upload is answered `503 storage_full`, as on a full disk.
+#[test]
+fn a_file_size_limit_with_sigxfsz_at_its_default_answers_503_and_the_manager_lives_on() {
+    let rig = rig();
+    let url = rig.url.clone();
+    // Segments of 1 MiB, files limited to 700 KB: the first segment hits the limit.
+    let mut manager = limited_command(&rig, 700_000, false).spawn().unwrap();
+    wait_healthy(&url, &mut manager);
+    let http = reqwest::blocking::Client::new();
+    let post =
+        |body: Vec<u8>| http.post(format!("{url}/api/v1/experience")).bearer_auth(TOKEN).header("content-type", "application/octet-stream").body(body).send();
+    let mut acked = Vec::new();
+    let mut full = None;
+    for seq in 0..2000 {
+        let (body, tags) = tagged_upload(8, seq);
+        let r = post(body).unwrap_or_else(|e| panic!("upload {seq} got no answer ({e}); the manager: {:?}", manager.try_wait().unwrap()));
+        match r.status().as_u16() {
+            202 => acked.extend(tags),
+            503 => {
+                let v: Value = r.json().unwrap();
+                if v["error"]["code"] == "storage_full" {
+                    full = Some(v);
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            s => panic!("unexpected {s}"),
+        }
+    }
+    let full = full.expect("the file-size limit was reached");
+    assert!(full["error"]["message"].as_str().unwrap().contains("disk is full"), "{full}");
+    assert!(manager.try_wait().unwrap().is_none(), "the manager is still running");
+    assert_eq!(http.get(format!("{url}/healthz")).send().unwrap().status(), 200);
+    // A second try is refused the same way, and the manager still lives.
+    let (body, _) = tagged_upload(8, 9999);
+    let r = post(body).unwrap();
+    assert_eq!(r.status(), 503);
+    assert_eq!(r.json::<Value>().unwrap()["error"]["code"], "storage_full");
+    assert!(manager.try_wait().unwrap().is_none(), "the manager is still running after a second refusal");
+    signal(&mut manager, "KILL");
+
+    // Restarted without the limit: every acknowledged upload is back in the replay,
+    // each once, and a retry of one is recognised as a repeat.
+    assert!(!acked.is_empty());
+    let mut manager = start(&rig);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let current = loop {
+        let v: Value = http.get(format!("{url}/api/v1/stats")).send().unwrap().json().unwrap();
+        if v["current"]["queued"] == 0 {
+            break v["current"].clone();
+        }
+        assert!(Instant::now() < deadline, "the queue did not drain: {v}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let held = current["replay_size"].as_u64().unwrap() + current["replay_staged"].as_u64().unwrap();
+    assert_eq!(held, acked.len() as u64, "{current}");
+    let r = post(tagged_upload(8, 0).0).unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.json::<Value>().unwrap()["duplicate"], true);
+    signal(&mut manager, "TERM");
+    let rec = wal::recover(&rig.dir.path().join("data/runs/default/wal"), &WalMeta::new("untouchable", EXPECT), 1_000_000, EXPECT).unwrap();
+    let kept: HashSet<u32> = rec.rows.chunks_exact(TRANSITION_FLOATS).map(|r| r[col::REWARD] as u32).collect();
+    assert!(acked.iter().all(|t| kept.contains(t)), "every acknowledged transition was kept");
+    assert_eq!((kept.len(), rec.corrupt), (acked.len(), 0));
+}
+
+/// A byte flipped on disk in the length field of one record of the log costs that upload
+/// only: after a restart every other acknowledged upload is back (in the replay, and in
+/// the dedup window), the damaged one is counted as skipped, and its worker's retry is
+/// taken as new.
+#[test]
+fn a_flipped_length_byte_in_the_log_loses_that_upload_only() {
+    let rig = rig();
+    let url = rig.url.clone();
+    let mut manager = start(&rig);
+    let http = reqwest::blocking::Client::new();
+    let post = |body: Vec<u8>| {
+        let r = http.post(format!("{url}/api/v1/experience")).bearer_auth(TOKEN).header("content-type", "application/octet-stream").body(body).send().unwrap();
+        let status = r.status().as_u16();
+        (status, r.json::<Value>().unwrap())
+    };
+    let uploads: Vec<(Vec<u8>, Vec<u32>)> = (0..12).map(|seq| tagged_upload(9, seq)).collect();
+    for (body, _) in &uploads {
+        assert_eq!(post(body.clone()).0, 202);
+    }
+    signal(&mut manager, "KILL");
+
+    // Flip the top byte of upload 5's length, found as the 4 bytes before its payload
+    // (the upload's bytes) that hold its length: the framing is the manager's business.
+    let wal_dir = rig.dir.path().join("data/runs/default/wal");
+    let seg = std::fs::read_dir(&wal_dir).unwrap().map(|e| e.unwrap().path()).find(|p| p.extension().is_some_and(|e| e == "seg")).unwrap();
+    let mut bytes = std::fs::read(&seg).unwrap();
+    let (lost_body, lost_tags) = &uploads[5];
+    let payload_at = bytes.windows(lost_body.len()).position(|w| w == lost_body.as_slice()).unwrap();
+    let len = (lost_body.len() as u32).to_le_bytes();
+    let len_at = (payload_at.saturating_sub(32)..payload_at).rev().find(|&i| bytes[i..i + 4] == len).expect("the length field");
+    bytes[len_at + 3] ^= 0x01;
+    std::fs::write(&seg, &bytes).unwrap();
+
+    let mut manager = start(&rig);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let current = loop {
+        let v: Value = http.get(format!("{url}/api/v1/stats")).send().unwrap().json().unwrap();
+        if v["current"]["queued"] == 0 {
+            break v["current"].clone();
+        }
+        assert!(Instant::now() < deadline, "the queue did not drain: {v}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let held = current["replay_size"].as_u64().unwrap() + current["replay_staged"].as_u64().unwrap();
+    assert_eq!(held, 11 * ROWS as u64, "11 of the 12 uploads are back: {current}");
+    let log = std::fs::read_to_string(&rig.log).unwrap();
+    assert!(log.contains("corrupt_skipped=1 "), "the restart counted one corrupt record:\n{log}");
+    for (i, (body, _)) in uploads.iter().enumerate() {
+        let (status, v) = post(body.clone());
+        if i == 5 {
+            assert_eq!((status, &v["duplicate"]), (202, &Value::Bool(false)), "the damaged upload's retry is taken: {v}");
+        } else {
+            assert_eq!((status, &v["duplicate"]), (200, &Value::Bool(true)), "upload {i} is known after the restart: {v}");
+        }
+    }
+    signal(&mut manager, "TERM");
+    let rec = wal::recover(&wal_dir, &WalMeta::new("untouchable", EXPECT), 1_000_000, EXPECT).unwrap();
+    let kept: HashSet<u32> = rec.rows.chunks_exact(TRANSITION_FLOATS).map(|r| r[col::REWARD] as u32).collect();
+    assert!(uploads.iter().flat_map(|(_, t)| t).all(|t| kept.contains(t)), "every upload is in the log, the damaged one by its retry");
+    assert_eq!((kept.len(), rec.corrupt, rec.torn_bytes), (12 * ROWS, 1, 0));
+    assert!(lost_tags.iter().all(|t| kept.contains(t)));
+}
+
+/// A data directory whose log an earlier shine-manager wrote (format version 1: `len,
+/// crc32, payload` records, meta.json `version: 1`): a manager started on it takes every
+/// upload back, writes new ones, and after a `kill -9` has both.
+#[test]
+fn a_log_in_the_old_format_is_recovered_and_continued() {
+    let rig = rig();
+    let url = rig.url.clone();
+    let wal_dir = rig.dir.path().join("data/runs/default/wal");
+    std::fs::create_dir_all(&wal_dir).unwrap();
+    let mut old_meta = WalMeta::new("untouchable", EXPECT);
+    old_meta.version = 1;
+    std::fs::write(wal_dir.join("meta.json"), serde_json::to_vec_pretty(&old_meta).unwrap()).unwrap();
+    let old: Vec<(Vec<u8>, Vec<u32>)> = (0..6).map(|seq| tagged_upload(10, seq)).collect();
+    let mut segment = Vec::new();
+    for (body, _) in &old {
+        segment.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        segment.extend_from_slice(&crc32fast::hash(body).to_le_bytes());
+        segment.extend_from_slice(body);
+    }
+    std::fs::write(wal_dir.join(format!("{:016x}.seg", 0)), &segment).unwrap();
+
+    let http = reqwest::blocking::Client::new();
+    let post = |body: Vec<u8>| {
+        let r = http.post(format!("{url}/api/v1/experience")).bearer_auth(TOKEN).header("content-type", "application/octet-stream").body(body).send().unwrap();
+        let status = r.status().as_u16();
+        (status, r.json::<Value>().unwrap())
+    };
+    let held = || {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let v: Value = http.get(format!("{url}/api/v1/stats")).send().unwrap().json().unwrap();
+            if v["current"]["queued"] == 0 {
+                return v["current"]["replay_size"].as_u64().unwrap() + v["current"]["replay_staged"].as_u64().unwrap();
+            }
+            assert!(Instant::now() < deadline, "the queue did not drain: {v}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let mut manager = start(&rig);
+    assert_eq!(held(), 6 * ROWS as u64, "every old-format upload is back");
+    assert_eq!(post(old[3].0.clone()), (200, serde_json::json!({"accepted": 0, "duplicate": true})));
+    let new: Vec<(Vec<u8>, Vec<u32>)> = (6..10).map(|seq| tagged_upload(10, seq)).collect();
+    for (body, _) in &new {
+        assert_eq!(post(body.clone()).0, 202);
+    }
+    signal(&mut manager, "KILL");
+    assert_eq!(std::fs::read(wal_dir.join(format!("{:016x}.seg", 0))).unwrap(), segment, "the old segment is left as it was");
+
+    let mut manager = start(&rig);
+    assert_eq!(held(), 10 * ROWS as u64, "old and new uploads are back");
+    signal(&mut manager, "TERM");
+    let rec = wal::recover(&wal_dir, &WalMeta::new("untouchable", EXPECT), 1_000_000, EXPECT).unwrap();
+    let kept: HashSet<u32> = rec.rows.chunks_exact(TRANSITION_FLOATS).map(|r| r[col::REWARD] as u32).collect();
+    assert!(old.iter().chain(&new).flat_map(|(_, t)| t).all(|t| kept.contains(t)));
+    assert_eq!((kept.len(), rec.records, rec.corrupt, rec.torn_bytes), (10 * ROWS, 10, 0, 0));
 }
