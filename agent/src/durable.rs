@@ -29,12 +29,28 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     f.sync_all()?;
     drop(f);
     std::fs::rename(&tmp, path)?;
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        // Best effort: not every filesystem lets a directory be opened and synced, and
-        // the data itself is already safe.
-        let _ = std::fs::File::open(dir).and_then(|d| d.sync_all());
+    sync_parent(path);
+    Ok(())
+}
+
+/// Rename `from` to `to` (a file or a directory) and fsync both parent directories, so
+/// that after a crash or power loss the entry is in one place, not in both or neither.
+pub fn rename(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::rename(from, to)?;
+    sync_parent(to);
+    if from.parent() != to.parent() {
+        sync_parent(from);
     }
     Ok(())
+}
+
+/// Fsync the directory holding `path`, which makes a rename or a new entry there
+/// durable. Best effort: not every filesystem lets a directory be opened and synced,
+/// and the data itself is already safe.
+fn sync_parent(path: &Path) {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        let _ = std::fs::File::open(dir).and_then(|d| d.sync_all());
+    }
 }
 
 /// Seconds since the Unix epoch (0 on a clock set before 1970).
@@ -45,6 +61,20 @@ pub fn unix_now() -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rename_moves_a_directory_between_parents() {
+        let dir = tempfile::tempdir().unwrap();
+        let from = dir.path().join("runs").join("a");
+        std::fs::create_dir_all(&from).unwrap();
+        std::fs::write(from.join("f"), b"x").unwrap();
+        let to = dir.path().join("deleted").join("a-1");
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        rename(&from, &to).unwrap();
+        assert!(!from.exists());
+        assert_eq!(std::fs::read(to.join("f")).unwrap(), b"x");
+        assert!(rename(&from, &to).is_err(), "a missing source is an error");
+    }
 
     #[test]
     fn replaces_whole_and_leaves_no_temporary_file() {

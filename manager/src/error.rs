@@ -2,6 +2,7 @@
 //! out as `{"error": {"code", "message"}}` (docs/api.md). A 5xx tells the client only
 //! "internal error"; the cause is logged once, here, inside the request's span.
 
+use crate::run::{Refusal, RunError};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -38,7 +39,7 @@ pub enum ApiError {
     #[error("{0}")]
     StorageFull(String),
     /// 503: the run is paused; the upload was not kept (retry after it resumes).
-    #[error("run {0:?} is paused: uploads are refused until it is resumed (POST /api/v1/runs/{0}/resume); workers keep their data and retry")]
+    #[error("{}", Refusal::Paused(.0.clone()))]
     RunPaused(String),
     /// 409: the request conflicts with the runs as they are.
     #[error("{message}")]
@@ -157,3 +158,31 @@ impl IntoResponse for ApiError {
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
+
+/// An upload the run layer refused, as the API answers it.
+impl From<Refusal> for ApiError {
+    fn from(r: Refusal) -> Self {
+        match r {
+            Refusal::Paused(run) => ApiError::RunPaused(run),
+            Refusal::Format(e) => ApiError::Upload(e),
+            Refusal::Busy => ApiError::Busy,
+            Refusal::StorageFull(m) => ApiError::StorageFull(m),
+            Refusal::Internal(e) => ApiError::Internal(e),
+        }
+    }
+}
+
+/// A run that could not be found, created or deleted, as the API answers it.
+impl From<RunError> for ApiError {
+    fn from(e: RunError) -> Self {
+        let message = e.to_string();
+        match e {
+            RunError::NotFound { .. } => ApiError::NotFound(message),
+            RunError::Invalid(_) => ApiError::Unprocessable { code: "invalid_run", message },
+            RunError::Exists(_) => ApiError::Conflict { code: "run_exists", message },
+            RunError::ConfirmRequired(_) => ApiError::BadRequest { code: "confirm_required", message },
+            RunError::DeclaredInConfig(_) => ApiError::Conflict { code: "declared_in_config", message },
+            RunError::Internal(e) => ApiError::Internal(e),
+        }
+    }
+}

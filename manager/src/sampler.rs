@@ -15,20 +15,20 @@ use tokio_util::sync::CancellationToken;
 /// Take one sample of `run` now; `prev` (its last sample) gives the rates.
 pub fn sample(state: &AppState, run: &Run, prev: Option<&Sample>) -> Sample {
     let t = unix_now();
-    let ts = run.trainer.stats();
-    state.metrics.observe_trainer(&run.name, &ts);
-    state.metrics.observe_wal(&run.name, &run.wal.stats);
+    let ts = run.stats();
+    state.metrics.observe_trainer(run.name(), &ts);
+    state.metrics.observe_wal(run.name(), run.wal_stats());
     let workers = {
         let mut fleet = state.fleet.lock().expect("fleet lock");
         fleet.sweep(Instant::now());
-        fleet.live_in(&run.name) as u64
+        fleet.live_in(run.name()) as u64
     };
-    let transitions_accepted = state.metrics.accepted_total(&run.name);
+    let transitions_accepted = state.metrics.accepted_total(run.name());
     let (episode_reward, train_survival, eval_survival) = {
-        let e = run.episodes.lock().expect("episodes lock");
+        let e = run.episodes().lock().expect("episodes lock");
         (e.train_reward(), e.train_survival(), e.eval_survival())
     };
-    let capacity = run.settings.replay.capacity.max(1) as f64;
+    let capacity = run.settings().replay.capacity.max(1) as f64;
     let mut s = Sample { t, transitions_accepted, workers, episode_reward, train_survival, eval_survival, ..Default::default() };
     s.train_steps = ts.train_steps;
     s.transitions_inserted = ts.transitions_inserted;
@@ -39,12 +39,11 @@ pub fn sample(state: &AppState, run: &Run, prev: Option<&Sample>) -> Sample {
     s.replay_size = ts.replay_len as u64;
     s.replay_staged = ts.replay_staged as u64;
     s.queued = ts.queued;
-    s.wal_bytes = run.wal.stats.bytes.load(Relaxed);
+    s.wal_bytes = run.wal_stats().bytes.load(Relaxed);
     s.replay_fill = ts.replay_len as f64 / capacity;
     s.samples_per_insert = ts.samples_per_insert;
     s.model_version = ts.model_version;
-    s.age_sum = run.age_sum.load(Relaxed);
-    s.age_count = run.age_count.load(Relaxed);
+    (s.age_sum, s.age_count) = run.data_age();
     if let Some(p) = prev {
         let n = s.age_count.saturating_sub(p.age_count);
         s.data_age = (n > 0).then(|| s.age_sum.saturating_sub(p.age_sum) as f64 / n as f64);
@@ -68,10 +67,10 @@ pub async fn sampler(state: AppState, stop: CancellationToken) {
             _ = tick.tick() => {}
         }
         for run in state.all_runs() {
-            let prev = run.series.lock().expect("series lock").last().cloned();
+            let prev = run.series().lock().expect("series lock").last().cloned();
             let s = sample(&state, &run, prev.as_ref());
-            run.series.lock().expect("series lock").push(s.clone());
-            state.history.record(Record::Sample { run: run.name.clone(), sample: Box::new(s) });
+            run.series().lock().expect("series lock").push(s.clone());
+            state.history.record(Record::Sample { run: run.name().to_string(), sample: Box::new(s) });
         }
         // Live channels of workers that are gone and unwatched are dropped here.
         let now = Instant::now();

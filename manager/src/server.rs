@@ -15,12 +15,11 @@ use crate::device::Device;
 use crate::fleet::{Fleet, IdBlocks};
 use crate::history::History;
 use crate::metrics::Metrics;
-use crate::run::{self, Run};
+use crate::run::{store, Runs};
 use crate::sampler;
 use crate::state::{AppState, Manager};
 use anyhow::Context;
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -39,7 +38,7 @@ pub async fn serve(listener: TcpListener, config: Config, shutdown: Cancellation
     let state = start(config, shutdown.clone()).await?;
     let addr = listener.local_addr()?;
     println!("shine-manager listening on http://{addr}");
-    tracing::info!(%addr, data_dir = %state.config.server.data_dir.display(), runs = state.runs.read().expect("runs lock").len(), "listening");
+    tracing::info!(%addr, data_dir = %state.config.server.data_dir.display(), runs = state.runs.len(), "listening");
     if state.config.token().is_none() {
         tracing::warn!("running WITHOUT a token (--insecure-no-token): anyone who reaches this port can upload");
     }
@@ -69,31 +68,24 @@ async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Result<Ap
     let device = config.trainer.device()?;
     let data_dir = config.server.data_dir.clone();
     std::fs::create_dir_all(&data_dir).with_context(|| format!("creating the data directory {} ([server] data_dir, --data-dir)", data_dir.display()))?;
-    run::migrate_legacy(&data_dir)?;
+    store::migrate_legacy(&data_dir)?;
     tracing::info!(?device, "starting the trainer");
     let (worker_ids, first_id) = IdBlocks::open(&data_dir)?;
     let state = Arc::new(Manager {
         device: Device::start(&config.trainer, device)?,
-        runs: RwLock::new(BTreeMap::new()),
+        runs: Runs::default(),
         fleet: Mutex::new(Fleet::new(config.workers.clone(), first_id)),
         worker_ids,
         metrics: Metrics::new(),
         history: History::open(&data_dir, config.history.clone())?,
         live: Default::default(),
-        run_changes: Default::default(),
         shutdown,
         config,
     });
     // Each run: its write-ahead log read back, its checkpoint restored (files, maybe
     // CUDA): blocking work.
     let s = state.clone();
-    tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
-        for (spec, source) in run::discover(&s.config)? {
-            let r = Run::open(spec, source, &s.config, &s.device, &s.history)?;
-            s.runs.write().expect("runs lock").insert(r.name.clone(), Arc::new(r));
-        }
-        Ok(())
-    })
+    tokio::task::spawn_blocking(move || s.runs.open_all(&s.config, &s.device, &s.history))
     .await
     .context("opening the runs panicked")??;
     Ok(state)

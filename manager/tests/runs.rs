@@ -62,11 +62,20 @@ async fn runs_are_created_paused_assigned_and_deleted_through_the_api() {
         (json!({ "name": "x", "trainer": { "threads": 2 } }), "device"),
         (json!({ "name": "x", "dqn": { "lrr": 1.0 } }), "lrr"),
         (json!({ "name": "x", "game": { "action_set": "dance" } }), "dance"),
+        // What the entry says is the run's to get right (docs/api.md: 422 invalid_run),
+        // not a JSON problem: an unknown key, a [server] section, a mistyped value.
+        (json!({ "name": "x", "colour": "blue" }), "colour"),
+        (json!({ "name": "x", "server": { "listen": "0.0.0.0:1" } }), "server"),
+        (json!({ "name": "x", "weight": "heavy" }), "weight"),
+        (json!({ "weight": 1.0 }), "name"),
     ] {
         let (st, e) = send(&m, reqwest::Method::POST, "/api/v1/runs", Some(bad.clone())).await;
         assert_eq!((st, e["error"]["code"].as_str()), (422, Some("invalid_run")), "{bad}: {e}");
         assert!(e["error"]["message"].as_str().unwrap().contains(says), "{bad}: {e}");
     }
+    let r = m.http.post(m.at("/api/v1/runs")).bearer_auth(TOKEN).header("content-type", "application/json").body("{\"name\": ").send().await.unwrap();
+    assert_eq!(r.status(), 400, "JSON that does not parse");
+    assert_eq!(r.json::<Value>().await.unwrap()["error"]["code"], "bad_json");
     assert_eq!(m.get_json("/api/v1/runs").await["runs"].as_array().unwrap().len(), 1, "nothing was created");
     let (st, run) = send(&m, reqwest::Method::POST, "/api/v1/runs", Some(fight.clone())).await;
     assert_eq!(st, 201, "{run}");
@@ -96,6 +105,9 @@ async fn runs_are_created_paused_assigned_and_deleted_through_the_api() {
     assert_eq!((st, run["paused"].as_bool()), (200, Some(true)));
     let (st, e) = upload_to(&m, "fight", batch(100, 3)).await;
     assert_eq!((st, e["error"]["code"].as_str()), (503, Some("run_paused")), "{e}");
+    // The checks' order (docs/api.md): the content type before the pause.
+    let r = m.http.post(m.at("/api/v1/runs/fight/experience")).bearer_auth(TOKEN).header("content-type", "text/plain").body(batch(100, 3)).send().await.unwrap();
+    assert_eq!(r.status(), 415, "a wrong content type is answered before the pause");
     assert!(e["error"]["message"].as_str().unwrap().contains("/api/v1/runs/fight/resume"));
     let steps = m.get_json("/api/v1/runs/fight").await["train_steps"].as_u64().unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -182,5 +194,46 @@ async fn a_data_directory_from_before_runs_is_the_default_run() {
     let c = m.current().await;
     assert_eq!((c["replay_size"].as_u64(), c["model_version"].as_u64()), (Some(150), Some(version)), "moved into runs/default and read there");
     assert!(!dir.path().join("wal").exists() && dir.path().join("runs/default/wal").exists());
+    m.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_without_the_token_learns_no_run_names_when_reads_are_private() {
+    // Regression: the run-exists check ran before authentication, so with
+    // public_reads = false a 404 for an unknown run listed every run to anyone.
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path());
+    cfg.server.public_reads = false;
+    cfg.runs = vec![shine_manager::config::RunSpec { name: "secret-sweep".into(), ..shine_manager::config::RunSpec::empty() }];
+    let m = Manager::start(cfg).await;
+    let client = &m.http;
+    let stranger = [
+        client.get(m.at("/api/v1/runs/nosuch/stats")),
+        client.get(m.at("/api/v1/runs/nosuch/models")),
+        client.get(m.at("/api/v1/runs/nosuch")),
+        client.post(m.at("/api/v1/runs/nosuch/experience")).header("content-type", "application/octet-stream").body(batch(10, 1)),
+        client.post(m.at("/api/v1/runs/nosuch/pause")),
+        client.post(m.at("/api/v1/runs/nosuch/workers")).json(&json!({ "host": "h" })),
+        client.delete(m.at("/api/v1/runs/nosuch?confirm=nosuch")),
+        // The routes without a run address "default", which this manager does not have.
+        client.get(m.at("/api/v1/stats")),
+        client.post(m.at("/api/v1/experience")).header("content-type", "application/octet-stream").body(batch(10, 2)),
+    ];
+    for rq in stranger {
+        let r = rq.send().await.unwrap();
+        let (url, status) = (r.url().to_string(), r.status().as_u16());
+        let body = r.text().await.unwrap();
+        assert_eq!(status, 401, "{url}: {body}");
+        assert!(!body.contains("secret-sweep"), "{url} names a run to a stranger: {body}");
+    }
+    // The same for a run that exists: nothing tells the two apart.
+    let r = client.get(m.at("/api/v1/runs/secret-sweep/stats")).send().await.unwrap();
+    assert_eq!(r.status(), 401);
+    // With the token, a 404 helps: it names the runs there are.
+    let r = client.get(m.at("/api/v1/runs/nosuch/stats")).bearer_auth(TOKEN).send().await.unwrap();
+    assert_eq!(r.status(), 404);
+    assert!(r.text().await.unwrap().contains("secret-sweep"), "the runs are named to a reader");
+    let r = client.get(m.at("/api/v1/runs/nosuch/stats?token=test-token")).send().await.unwrap();
+    assert_eq!(r.status(), 404, "?token= makes a reader too");
     m.stop().await.unwrap();
 }

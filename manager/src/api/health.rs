@@ -20,11 +20,11 @@ async fn metrics(State(s): State<AppState>, _: Reader) -> impl IntoResponse {
     // Trainer-owned values are read at scrape time, not only at the last sample.
     let runs = s.all_runs();
     for run in &runs {
-        s.metrics.observe_trainer(&run.name, &run.trainer.stats());
-        s.metrics.observe_wal(&run.name, &run.wal.stats);
+        s.metrics.observe_trainer(run.name(), &run.stats());
+        s.metrics.observe_wal(run.name(), run.wal_stats());
     }
     let workers = s.fleet.lock().expect("fleet lock").list(std::time::Instant::now(), None);
-    let names: Vec<String> = runs.iter().map(|r| r.name.clone()).collect();
+    let names: Vec<String> = runs.iter().map(|r| r.name().to_string()).collect();
     s.metrics.observe_fleet(&workers, &names);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], s.metrics.render())
 }

@@ -19,7 +19,13 @@
 //!
 //! Access: writes need the bearer token ([`Writer`]); reads need it only with
 //! `public_reads = false` ([`Reader`]), and then also take it as `?token=`, since a
-//! browser can put no header on a page load, a download link or a WebSocket.
+//! browser can put no header on a page load, a download link or a WebSocket. A run that
+//! does not exist is a 404 naming the runs there are only for a caller allowed to read
+//! them; anyone else gets the 401 they would get for a run that exists ([`RunRef`]), so
+//! a stranger learns no run's name.
+//!
+//! This layer is HTTP only: it extracts, calls the run layer ([`crate::run`]) and maps
+//! its errors ([`crate::error`]); blocking calls go through `spawn_blocking`.
 
 pub mod experience;
 pub mod health;
@@ -59,7 +65,8 @@ pub fn app(state: AppState) -> Router {
             .merge(stats::router())
             .merge(live::router())
     };
-    // Under /runs/{run}, every route first checks that the run exists.
+    // Under /runs/{run}, every route first checks that the run exists (after the
+    // caller's right to know it: RunRef).
     let in_run = per_run().route_layer(axum::middleware::from_fn_with_state(state.clone(), run_exists));
     let api = per_run().merge(runs::router()).merge(history::router()).nest("/runs/{run}", in_run);
     Router::new()
@@ -104,14 +111,20 @@ impl FromRequestParts<AppState> for RunName {
     }
 }
 
-/// The run a request is for: the one in its path, or `default`; 404 if there is none.
+/// The run a request is for: the one in its path, or `default`. None there: 404 with
+/// the runs' names for a caller allowed to read them, else 401 (as for a run that
+/// exists: its handler would refuse the caller too).
 pub struct RunRef(pub Arc<Run>);
 
 impl FromRequestParts<AppState> for RunRef {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let RunName(name) = RunName::from_request_parts(parts, state).await?;
-        state.run(name.as_deref().unwrap_or(DEFAULT_RUN)).map(RunRef)
+        match state.run(name.as_deref().unwrap_or(DEFAULT_RUN)) {
+            Ok(run) => Ok(RunRef(run)),
+            Err(_) if !may_read(state, parts) => Err(ApiError::Unauthorized),
+            Err(e) => Err(e),
+        }
     }
 }
 
@@ -203,12 +216,17 @@ pub struct Reader;
 impl FromRequestParts<AppState> for Reader {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        if state.config.server.public_reads || authorized(state, &parts.headers) || query_token_ok(state, parts) {
+        if may_read(state, parts) {
             Ok(Reader)
         } else {
             Err(ApiError::Unauthorized)
         }
     }
+}
+
+/// Whether the caller may read: reads are public, or it carries the token.
+fn may_read(state: &AppState, parts: &Parts) -> bool {
+    state.config.server.public_reads || authorized(state, &parts.headers) || query_token_ok(state, parts)
 }
 
 /// Bad JSON as the API's errors: syntax 400, a missing or mistyped field 422.

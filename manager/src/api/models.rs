@@ -38,9 +38,9 @@ struct ModelList {
 }
 
 async fn list(_: Reader, RunRef(s): RunRef) -> Json<ModelList> {
-    let prefix = run_prefix(&s.name);
+    let prefix = run_prefix(s.name());
     let models: Vec<ModelView> = s
-        .registry
+        .registry()
         .list()
         .into_iter()
         .map(|e| ModelView {
@@ -57,7 +57,7 @@ async fn list(_: Reader, RunRef(s): RunRef) -> Json<ModelList> {
 }
 
 async fn latest(_: Reader, RunRef(s): RunRef, headers: HeaderMap) -> ApiResult<Response> {
-    let (entry, file) = s.registry.latest().ok_or_else(|| ApiError::NotFound("no model has been published yet".into()))?;
+    let (entry, file) = s.registry().latest().ok_or_else(|| ApiError::NotFound("no model has been published yet".into()))?;
     Ok(model_response(&s, &headers, entry, file))
 }
 
@@ -68,9 +68,9 @@ struct VersionPath {
 }
 
 async fn by_version(_: Reader, RunRef(s): RunRef, Path(VersionPath { version }): Path<VersionPath>, headers: HeaderMap) -> ApiResult<Response> {
-    let not_found = || ApiError::NotFound(format!("no model {version:?} (GET {}/models lists the kept versions)", run_prefix(&s.name)));
+    let not_found = || ApiError::NotFound(format!("no model {version:?} (GET {}/models lists the kept versions)", run_prefix(s.name())));
     let v: u64 = version.parse().map_err(|_| not_found())?;
-    let (entry, file) = s.registry.get(v).ok_or_else(not_found)?;
+    let (entry, file) = s.registry().get(v).ok_or_else(not_found)?;
     Ok(model_response(&s, &headers, entry, file))
 }
 
@@ -97,7 +97,7 @@ fn model_response(s: &Run, headers: &HeaderMap, entry: ModelEntry, file: Bytes) 
     }
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
     // The run's name in the file name, except default's (as before runs).
-    let run = if s.name == DEFAULT_RUN { String::new() } else { format!("{}-", s.name) };
-    h.insert(header::CONTENT_DISPOSITION, val(format!("attachment; filename=\"shine-{run}{}-v{}.safetensors\"", s.action_set.name(), entry.version)));
+    let run = if s.name() == DEFAULT_RUN { String::new() } else { format!("{}-", s.name()) };
+    h.insert(header::CONTENT_DISPOSITION, val(format!("attachment; filename=\"shine-{run}{}-v{}.safetensors\"", s.action_set().name(), entry.version)));
     (StatusCode::OK, h, Body::from(file)).into_response()
 }

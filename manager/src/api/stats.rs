@@ -42,23 +42,23 @@ struct StatsReply {
 async fn get_stats(State(s): State<AppState>, _: Reader, RunRef(run): RunRef, q: Result<Query<Since>, QueryRejection>) -> ApiResult<Json<StatsReply>> {
     let Query(q) = q.map_err(|r| ApiError::BadRequest { code: "bad_query", message: r.body_text() })?;
     let (series, last) = {
-        let series = run.series.lock().expect("series lock");
+        let series = run.series().lock().expect("series lock");
         (series.since(q.since), series.last().cloned())
     };
     let current = sampler::sample(&s, &run, last.as_ref());
     let (episodes_total, eval_episodes_total) = {
-        let e = run.episodes.lock().expect("episodes lock");
+        let e = run.episodes().lock().expect("episodes lock");
         (e.total, e.eval_total)
     };
-    let workers = s.fleet.lock().expect("fleet lock").list(Instant::now(), Some(&run.name));
+    let workers = s.fleet.lock().expect("fleet lock").list(Instant::now(), Some(run.name()));
     Ok(Json(StatsReply {
-        run: run.name.clone(),
+        run: run.name().to_string(),
         paused: run.is_paused(),
         interval_secs: s.config.stats.interval_secs,
         current,
         series,
-        replay_capacity: run.settings.replay.capacity,
-        action_set: run.action_set.name(),
+        replay_capacity: run.settings().replay.capacity,
+        action_set: run.action_set().name(),
         episodes_total,
         eval_episodes_total,
         workers,

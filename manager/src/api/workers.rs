@@ -31,11 +31,11 @@ pub fn router() -> Router<AppState> {
 pub fn assign(runs: &[Arc<Run>], workers_in: impl Fn(&str) -> usize) -> Option<Arc<Run>> {
     let active: Vec<&Arc<Run>> = runs.iter().filter(|r| !r.is_paused()).collect();
     let pool = if active.is_empty() { runs.iter().collect() } else { active };
-    let key = |r: &Arc<Run>| (workers_in(&r.name) as f64 / r.settings.weight, r.trainer.stats().transitions_inserted);
+    let key = |r: &Arc<Run>| (workers_in(r.name()) as f64 / r.settings().weight, r.stats().transitions_inserted);
     pool.into_iter()
         .min_by(|a, b| {
             let (ka, kb) = (key(a), key(b));
-            ka.0.total_cmp(&kb.0).then(ka.1.cmp(&kb.1)).then(a.name.cmp(&b.name))
+            ka.0.total_cmp(&kb.0).then(ka.1.cmp(&kb.1)).then(a.name().cmp(b.name()))
         })
         .cloned()
 }
@@ -56,26 +56,26 @@ async fn register(
                 .ok_or_else(|| ApiError::Conflict { code: "no_runs", message: "this manager has no runs: create one (POST /api/v1/runs)".into() })?
         }
     };
-    let (worker_id, epsilon) = s.fleet.lock().expect("fleet lock").register(info, &run.name, Instant::now());
+    let (worker_id, epsilon) = s.fleet.lock().expect("fleet lock").register(info, run.name(), Instant::now());
     // On disk before the answer: a restart never hands this id out again.
     let state = s.clone();
     tokio::task::spawn_blocking(move || state.worker_ids.cover(worker_id)).await.map_err(anyhow::Error::from)??;
-    tracing::info!(worker_id, %host, run = %run.name, epsilon, "worker registered");
-    let (g, w, d) = (&run.settings.game, &s.config.workers, &run.settings.dqn);
+    tracing::info!(worker_id, %host, run = %run.name(), epsilon, "worker registered");
+    let (g, w, d) = (&run.settings().game, &s.config.workers, &run.settings().dqn);
     Ok((
         StatusCode::CREATED,
         Json(Registration {
             worker_id,
-            run: run.name.clone(),
+            run: run.name().to_string(),
             epsilon,
-            action_set: run.action_set.name().into(),
-            task: run.task.name().into(),
+            action_set: run.action_set().name().into(),
+            task: run.task().name().into(),
             n_step: d.n_step,
             gamma: d.gamma,
             upload_every_transitions: w.upload_every_transitions,
             upload_every_secs: w.upload_every_secs,
             max_upload_bytes: s.config.server.max_upload_bytes as u64,
-            ingest_queue_transitions: run.settings.trainer.queue_capacity(),
+            ingest_queue_transitions: run.settings().trainer.queue_capacity(),
             model_poll_secs: w.model_poll_secs,
             heartbeat_secs: w.heartbeat_secs,
             eval_share: g.eval_share,
@@ -109,7 +109,7 @@ struct WorkerList {
 }
 
 async fn list(State(s): State<AppState>, _: Reader, RunRef(run): RunRef) -> Json<WorkerList> {
-    let workers = s.fleet.lock().expect("fleet lock").list(Instant::now(), Some(&run.name));
+    let workers = s.fleet.lock().expect("fleet lock").list(Instant::now(), Some(run.name()));
     Json(WorkerList { workers })
 }
 
@@ -128,8 +128,8 @@ async fn episodes(State(s): State<AppState>, _: Writer, RunRef(run): RunRef, Api
     // Evaluation tallies per model version, for the registry's "best".
     let mut evals: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
     {
-        s.history.record(Record::Episodes { run: run.name.clone(), episodes: body.episodes.clone() });
-        let mut log = run.episodes.lock().expect("episodes lock");
+        s.history.record(Record::Episodes { run: run.name().to_string(), episodes: body.episodes.clone() });
+        let mut log = run.episodes().lock().expect("episodes lock");
         for e in body.episodes {
             if e.eval {
                 let t = evals.entry(e.model_version).or_default();
@@ -139,13 +139,13 @@ async fn episodes(State(s): State<AppState>, _: Writer, RunRef(run): RunRef, Api
             log.add(e);
         }
     }
-    s.metrics.episodes.with_label_values(&[&run.name]).inc_by(n as u64);
-    s.fleet.lock().expect("fleet lock").touch(body.worker_id, Some(&run.name), 0, Instant::now());
+    s.metrics.episodes.with_label_values(&[run.name()]).inc_by(n as u64);
+    s.fleet.lock().expect("fleet lock").touch(body.worker_id, Some(run.name()), 0, Instant::now());
     if !evals.is_empty() {
         for (&version, &(episodes, survived)) in &evals {
-            s.history.record(Record::Eval { run: run.name.clone(), version, episodes, survived });
+            s.history.record(Record::Eval { run: run.name().to_string(), version, episodes, survived });
         }
-        let registry = run.registry.clone();
+        let registry = run.registry().clone();
         // Writes models/index.json: file I/O, off the async runtime.
         tokio::task::spawn_blocking(move || {
             for (version, (episodes, survived)) in evals {
