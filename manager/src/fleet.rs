@@ -28,7 +28,7 @@
 //! Time is passed in (`now`) so tests drive it without sleeping.
 
 use crate::config::WorkersConfig;
-use serde::Serialize;
+use crate::views::{WorkerState, WorkerView};
 use shine_agent::protocol::{Heartbeat, RegisterRequest};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
@@ -52,36 +52,6 @@ pub const STALE_HEARTBEATS: f64 = 2.5;
 pub const GONE_KEPT: usize = 16;
 /// ...for this many seconds.
 pub const GONE_SECS: f64 = 600.0;
-
-/// A worker's liveness as the dashboard shows it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum WorkerState {
-    Live,
-    Stale,
-    Gone,
-}
-
-/// A worker as the dashboard sees it.
-#[derive(Debug, Clone, Serialize)]
-pub struct WorkerView {
-    pub worker_id: u32,
-    /// The run it plays for.
-    pub run: String,
-    pub slot: u32,
-    pub epsilon: f64,
-    #[serde(flatten)]
-    pub info: RegisterRequest,
-    pub uptime_secs: f64,
-    pub last_seen_secs: f64,
-    pub uploads: u64,
-    pub transitions: u64,
-    /// Seconds since its last accepted experience upload (null: none yet).
-    pub last_upload_secs: Option<f64>,
-    pub state: WorkerState,
-    #[serde(flatten)]
-    pub heartbeat: Heartbeat,
-}
 
 pub struct Fleet {
     cfg: WorkersConfig,

@@ -66,4 +66,5 @@ pub mod sampler;
 pub mod server;
 pub mod state;
 pub mod stats;
+pub mod views;
 pub use server::{run, serve};

@@ -3,9 +3,10 @@
 //! `/resume`, `DELETE /runs/{run}?confirm={run}`. Changing runs needs the token.
 
 use super::{ApiJson, Reader, RunRef, Writer};
-use crate::config::{RunSettings, RunSpec};
+use crate::config::RunSpec;
 use crate::error::{ApiError, ApiResult};
-use crate::run::{Run, Source};
+use crate::run::Run;
+use crate::views::{RunList, RunView};
 use crate::state::AppState;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
@@ -21,29 +22,6 @@ pub fn router() -> Router<AppState> {
         .route("/runs/{run}", get(one).delete(delete))
         .route("/runs/{run}/pause", post(pause))
         .route("/runs/{run}/resume", post(resume))
-}
-
-/// A run as `GET /runs` shows it.
-#[derive(Debug, Serialize)]
-pub struct RunView {
-    name: String,
-    source: Source,
-    paused: bool,
-    /// False once its trainer has stopped (see the manager's log).
-    running: bool,
-    /// Its settings: the manager's sections with the run's changes applied.
-    settings: RunSettings,
-    /// Where its routes are (`/api/v1` for `default`).
-    prefix: String,
-    workers: usize,
-    train_steps: u64,
-    train_steps_per_sec: f64,
-    transitions_inserted: u64,
-    samples_per_insert: f64,
-    replay_size: usize,
-    model_version: u64,
-    /// Full-minute survival of its recent evaluation episodes (null: none yet).
-    eval_survival: Option<f64>,
 }
 
 fn view(s: &AppState, run: &Run) -> RunView {
@@ -65,11 +43,6 @@ fn view(s: &AppState, run: &Run) -> RunView {
         model_version: t.model_version,
         eval_survival: run.episodes().lock().expect("episodes lock").eval_survival(),
     }
-}
-
-#[derive(Debug, Serialize)]
-struct RunList {
-    runs: Vec<RunView>,
 }
 
 async fn list(State(s): State<AppState>, _: Reader) -> Json<RunList> {

@@ -3,15 +3,14 @@
 
 use super::{Reader, RunRef};
 use crate::error::{ApiError, ApiResult};
-use crate::fleet::WorkerView;
+use crate::views::StatsReply;
 use crate::sampler;
 use crate::state::AppState;
-use crate::stats::Sample;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::routing::get;
 use axum::{Json, Router};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use std::time::Instant;
 
 pub fn router() -> Router<AppState> {
@@ -21,22 +20,6 @@ pub fn router() -> Router<AppState> {
 #[derive(Debug, Deserialize)]
 struct Since {
     since: Option<f64>,
-}
-
-#[derive(Debug, Serialize)]
-struct StatsReply {
-    run: String,
-    paused: bool,
-    interval_secs: f64,
-    /// Values right now (rates over the time since the last sample).
-    current: Sample,
-    /// The time series, oldest first.
-    series: Vec<Sample>,
-    replay_capacity: usize,
-    action_set: &'static str,
-    episodes_total: u64,
-    eval_episodes_total: u64,
-    workers: Vec<WorkerView>,
 }
 
 async fn get_stats(State(s): State<AppState>, _: Reader, RunRef(run): RunRef, q: Result<Query<Since>, QueryRejection>) -> ApiResult<Json<StatsReply>> {

@@ -6,7 +6,7 @@
 
 use super::{ApiJson, Reader, RunName, RunRef, Writer};
 use crate::error::{ApiError, ApiResult};
-use crate::fleet::WorkerView;
+use crate::views::WorkerList;
 use crate::history::Record;
 use crate::run::Run;
 use crate::state::AppState;
@@ -15,7 +15,6 @@ use axum::http::StatusCode;
 use axum::routing::post;
 use axum::{Json, Router};
 use serde::Deserialize;
-use serde::Serialize;
 use shine_agent::protocol::{EpisodesReply, EpisodesRequest, Heartbeat, HeartbeatReply, RegisterRequest, Registration, MAX_EPISODES};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -101,11 +100,6 @@ async fn heartbeat(
     let wid: u32 = id.parse().map_err(|_| unknown())?;
     let epsilon = s.fleet.lock().expect("fleet lock").heartbeat(wid, hb, Instant::now()).ok_or_else(unknown)?;
     Ok(Json(HeartbeatReply { epsilon, watch: s.live.watchers(wid) > 0 }))
-}
-
-#[derive(Debug, Serialize)]
-struct WorkerList {
-    workers: Vec<WorkerView>,
 }
 
 async fn list(State(s): State<AppState>, _: Reader, RunRef(run): RunRef) -> Json<WorkerList> {
