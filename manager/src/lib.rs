@@ -1,44 +1,48 @@
 //! `shine-manager`: the learner service.
 //!
-//! Data flow of an experience upload, and of everything it feeds:
-//! ```text
-//! worker ─POST /api/v1/experience─► api::experience: check; room in the queue, from the header (else 503);
-//!                                     │ dedup; decode + validate (blocking pool); wal::Wal::append (durable) ─► 202
-//!                                     │ trainer::Reservation::ingest (the queue, bounded in transitions)
-//!                                     ▼  device thread (one for every run; owns everything below)
-//!   replay::Replay (ring on the device, or the in-RAM baseline)
-//!                                     │ sample [batch, 57] on the device (uniform or by priority;
-//!                                     │ a prioritized step's TD errors become the rows' new priorities)
-//!                                     ▼
-//!   shine_agent::dqn::Learner::train_step ─► publish every N steps ─► registry (models on disk)
-//!                                     │                                   └─► GET /api/v1/models/...
-//!                                     └─► checkpoint (atomic, every M steps and on shutdown)
-//! sampler (every interval) ─► stats (time series), metrics ─► GET /api/v1/stats, /metrics
-//! ```
-//! Learner core:
-//! - [`replay`]: the in-GPU replay and the in-RAM baseline; [`prioritized`]: their
-//!   proportional prioritized sampling, on the replay's device.
-//! - [`device`]: the one thread that trains every run, in turn.
-//! - [`trainer`]: one run's trainer, its rate limiter and its client.
-//! - [`checkpoint`]: atomic save and restore of the learner and counters.
-//! - [`priority`]: the trainer thread's scheduling priority (the manager's one `unsafe`).
-//! - [`wal`]: the write-ahead log of accepted uploads; a restart rebuilds the replay
-//!   and the seen upload ids from it.
-//! - [`bench`]: the paper's Table 1 and Figure 3 in one run.
+//! Five layers, each calling only the ones below it (`tests/layers.rs` holds them to it):
 //!
-//! Service:
-//! - [`server`]: start-up and the one shutdown pattern (`shine_agent::shutdown`).
-//! - [`api`]: the HTTP API (axum router, one module per route group); [`error`]: its
-//!   one error enum; [`state`]: the one state struct the handlers share.
-//! - [`config`]: the TOML file and the CLI.
-//! - [`fleet`]: the worker registry and the epsilon ladder.
-//! - [`run`]: a run (an experiment: its settings, replay, learner, models, data).
-//! - [`stats`]: the dashboard's time series; [`sampler`]: takes its samples;
-//!   [`history`]: each run's series, episodes and evaluations in SQLite, across restarts;
-//!   [`metrics`]: Prometheus, with the same words (accepted, inserted, sampled, trained).
-//! - [`live`]: live matches, worker frames fanned out to browsers.
-//! - [`registry`]: published models on disk.
-//! - [`launch`]: `shine-manager launch-script`, the `configs/` files for a worker fleet.
+//! 1. [`api`]: HTTP only. Extract, call the run layer, map its errors ([`error`]); a
+//!    handler never decides anything about a run.
+//! 2. [`run`](mod@run): a run's operations. [`run::Run::accept`] takes an upload durably (the
+//!    steps, their order and the race between two copies of one upload are explained
+//!    there); pause and resume; [`run::Runs`] creates and deletes runs; a run's files.
+//! 3. [`device`]: the one thread that owns the training device, its scheduler, the
+//!    messages it takes and each run's handle on it (the queue an upload waits in).
+//! 4. [`trainer`]: one run's learner, a plain struct (no thread, no channel): rate
+//!    limiter, train step, publishing, checkpoints.
+//! 5. [`replay`] (in-GPU replay and the in-RAM baseline) with [`prioritized`];
+//!    [`registry`] (published models on disk); [`checkpoint`]; [`wal`] (the
+//!    write-ahead log of accepted uploads); and `shine_agent::dqn` (the Dueling DQN).
+//!
+//! One upload, top to bottom:
+//! ```text
+//! api::experience   token, content type, the run taking uploads, size; read the body
+//!   run::Run::accept  header; a repeat?; reserve room in the queue (from the header:
+//!                     503 busy before any decompression); decode + validate (blocking
+//!                     pool); wal::Wal::append (durable, group commit); queue it  -> 202
+//!     device::RunHandle  the run's queue, bounded in transitions
+//!       device thread    the run's turn: its queued uploads in (as far as its rate
+//!                        limiter takes them), then one train step if it may
+//!         trainer::RunTrainer::ingest / train_step
+//!           replay::Replay (push; sample [batch, 57] on the device, uniform or by
+//!           priority) -> shine_agent::dqn::Learner -> registry (publish every N steps),
+//!           checkpoint (every M steps, on removal, at a graceful stop)
+//! ```
+//! Nothing calls back up: the device layer copies the trainer's numbers out to the
+//! run's handle, where the layers above read them; models reach the registry through
+//! the publish callback the run layer gave the trainer.
+//!
+//! Beside the layers, the service: [`server`] (start-up and the one shutdown pattern,
+//! `shine_agent::shutdown`), [`state`] (the one state struct the handlers share),
+//! [`config`] (the TOML file and the CLI), [`fleet`] (the worker registry and the
+//! epsilon ladder), [`views`] (the JSON the dashboard reads), [`stats`] (the
+//! dashboard's time series) and [`sampler`] (takes its samples), [`history`] (each
+//! run's series, episodes and evaluations in SQLite, across restarts), [`metrics`]
+//! (Prometheus, with the same words: accepted, inserted, sampled, trained), [`live`]
+//! (live matches fanned out to browsers), [`launch`] (`shine-manager launch-script`),
+//! [`priority`] (the device thread's scheduling priority), [`bench`](mod@bench) (the paper's
+//! Table 1 and Figure 3 in one run).
 //!
 //! The JSON messages and the upload format the API speaks are defined once, in
 //! `shine_agent::protocol` and `shine_agent::experience`.

@@ -24,7 +24,7 @@
 //! them; anyone else gets the 401 they would get for a run that exists ([`RunRef`]), so
 //! a stranger learns no run's name.
 //!
-//! This layer is HTTP only: it extracts, calls the run layer ([`crate::run`]) and maps
+//! This layer is HTTP only: it extracts, calls the run layer ([`crate::run`](mod@crate::run)) and maps
 //! its errors ([`crate::error`]); blocking calls go through `spawn_blocking`.
 
 pub mod experience;

@@ -1,7 +1,7 @@
 //! A run's handle on the device: what the run layer holds ([`RunHandle`]) to queue
 //! uploads for the device thread, read the run's live numbers and pause it; the room an
 //! upload takes in the queue ([`Reservation`]); and the messages the device thread is
-//! sent ([`Msg`]).
+//! sent (`Msg`).
 //!
 //! The queue is bounded in transitions (`[trainer] ingest_queue_transitions`, and
 //! `insert_slack` while the rate limiter holds the fleet back): that is the
