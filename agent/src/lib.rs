@@ -60,6 +60,8 @@ pub mod hostmem;
 mod optim;
 #[cfg(feature = "shutdown")]
 pub mod shutdown;
+#[cfg(test)]
+mod unsafe_audit;
 
 pub use actions::ActionSet;
 pub use env::Env;

@@ -21,7 +21,7 @@
 //! - [`device`]: the one thread that trains every run, in turn.
 //! - [`trainer`]: one run's trainer, its rate limiter and its client.
 //! - [`checkpoint`]: atomic save and restore of the learner and counters.
-//! - [`priority`]: the trainer thread's scheduling priority (the manager's one `unsafe`).
+//! - [`priority`]: the trainer thread's scheduling priority (the one module here allowed `unsafe`).
 //! - [`wal`]: the write-ahead log of accepted uploads; a restart rebuilds the replay
 //!   and the seen upload ids from it.
 //! - [`bench`]: the paper's Table 1 and Figure 3 in one run.
@@ -42,6 +42,8 @@
 //!
 //! The JSON messages and the upload format the API speaks are defined once, in
 //! `shine_agent::protocol` and `shine_agent::experience`.
+
+#![deny(unsafe_code)]
 
 pub mod bench;
 pub mod checkpoint;
