@@ -1,26 +1,290 @@
 //! The Dueling DQN in tch (feature `torch`; only the manager turns it on): the
-//! network, and the [`Learner`] that trains it, readable top to bottom in CleanRL's
-//! shape: [`DqnConfig`] (documented hyper-parameters), [`DuelingDqn`] (the model),
-//! [`Learner::train_step`] (TD target, Huber loss, clipping, optimizer, target sync).
+//! network, and the [`Learner`] that trains it.
 //!
-//! The parameters live in one flat buffer ([`DuelingDqn`]); by name (the PyTorch
-//! attribute names of [`crate::model::TENSORS`], the `state_dict` keys of the model file
-//! and of checkpoints) they are views of it. The gradients are written by hand
-//! ([`DuelingDqn::backward`]), not taken by autograd; a test holds them to autograd's.
+//! **Read `src/dqn/reference.rs` first.** It is the same train step in plain autograd,
+//! top to bottom in the shape of CleanRL's `dqn.py` (config, model, loss, target
+//! sync), with the easy-to-miss lines marked: terminal against time-limit ends, the
+//! no-grad target, Double DQN, n-step returns. This file computes the same, fused, and
+//! a test (`the_lean_step_computes_what_the_step_before_it_did`) holds the two equal,
+//! step by step. In order: [`DqnConfig`] (the documented hyper-parameters), the flat
+//! parameter layout ([`LAYOUT`]), [`DuelingDqn`] (the model, with its hand-written
+//! backward), [`Learner::train_step`] (TD target, Huber loss, clipping, optimizer,
+//! target sync).
+//!
+//! Fused means: the parameters live in one flat buffer ([`DuelingDqn`]); by name (the
+//! PyTorch attribute names of [`crate::model::TENSORS`], the `state_dict` keys of the
+//! model file and of checkpoints) they are views of it. The gradients are written by
+//! hand ([`DuelingDqn::backward`]), not taken by autograd. The optimizers are
+//! [`crate::optim`]'s, over the whole buffer at once.
 //!
 //! The train step never waits for the device: it reads nothing back to the host (no
 //! `f64::try_from`, no `.item()`), so on CUDA the whole step is queued kernels and the
 //! host moves on to the next one. Loss and mean Q come back as device scalars that the
-//! caller reads only every few hundred steps. The optimizers are [`crate::optim`]'s.
+//! caller reads only every few hundred steps.
 
 use crate::experience::col;
-use crate::optim::Optimizer;
 use crate::model::{self, ModelMeta, TENSORS};
+use crate::optim::{Optimizer, OptimizerConfig};
 use crate::state::STATE_DIM;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use tch::{nn::Module, Device, Kind, Reduction, Tensor};
 use thiserror::Error;
+
+/// Which optimizer [`Learner`] runs (defined with the optimizers, in `optim`).
+pub use crate::optim::OptimizerKind;
+
+#[cfg(test)]
+mod reference;
+
+// ---------------------------------------------------------------------------------
+// Hyper-parameters
+// ---------------------------------------------------------------------------------
+
+/// The learner's hyper-parameters: the `[dqn]` section of `configs/manager.toml`.
+/// Defaults are the paper's where it gives them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DqnConfig {
+    /// Discount per frame-step (paper: 0.99).
+    pub gamma: f64,
+    /// Transitions per train step (paper: 32).
+    pub batch_size: usize,
+    /// Learning rate (paper: 2.5e-4, with RMSProp).
+    pub lr: f64,
+    /// `rmsprop` (paper) or `adam`.
+    pub optimizer: OptimizerKind,
+    /// RMSProp smoothing constant (PyTorch default 0.99).
+    pub rmsprop_alpha: f64,
+    /// Adam's first and second moment decay (PyTorch defaults 0.9, 0.999).
+    pub adam_betas: (f64, f64),
+    /// Added to the RMS in the denominator, both optimizers (PyTorch default 1e-8).
+    pub eps: f64,
+    /// Double DQN (van Hasselt et al. 2016): the online net picks the next action, the
+    /// target net values it. On by default although the paper used plain DQN: it
+    /// removes the max-operator's over-estimation at the cost of one more forward pass
+    /// of a tiny network, and Ape-X (which Shine's fleet resembles) uses it.
+    pub double_dqn: bool,
+    /// Steps summed into each transition's reward by the worker (1 = plain one-step
+    /// TD). Must equal the `n_step` field of uploads; the bootstrap uses `gamma^n`.
+    pub n_step: u8,
+    /// Huber loss threshold (1.0 = Nature DQN's error clipping to [-1, 1]).
+    pub huber_delta: f64,
+    /// Clip gradients to this global L2 norm (CleanRL and SB3 use 10); 0 turns it off.
+    pub max_grad_norm: f64,
+    /// Copy the online weights into the target net every this many train steps
+    /// (paper: 10,000).
+    pub target_sync_every: u64,
+    /// Publish a Polyak average of the online weights instead of the online weights:
+    /// after every train step `average += publish_average_tau * (online - average)`, so
+    /// the published model averages about the last `1 / publish_average_tau` steps. The
+    /// training itself (targets, gradients) does not change. 0 (the default, the
+    /// paper's choice) publishes the online weights.
+    pub publish_average_tau: f64,
+}
+
+impl Default for DqnConfig {
+    fn default() -> Self {
+        // The optimizer's defaults are defined with the optimizers.
+        let optimizer = OptimizerConfig::default();
+        DqnConfig {
+            gamma: 0.99,
+            batch_size: 32,
+            lr: optimizer.lr,
+            optimizer: optimizer.kind,
+            rmsprop_alpha: optimizer.rmsprop_alpha,
+            adam_betas: optimizer.adam_betas,
+            eps: optimizer.eps,
+            double_dqn: true,
+            n_step: 1,
+            huber_delta: 1.0,
+            max_grad_norm: 10.0,
+            target_sync_every: 10_000,
+            publish_average_tau: 0.0,
+        }
+    }
+}
+
+#[derive(Debug, Error)]
+pub enum DqnError {
+    #[error("[dqn] {0}")]
+    Config(String),
+    #[error("learner state {name}: {problem}")]
+    State { name: String, problem: String },
+}
+
+impl DqnConfig {
+    /// The optimizer's part of the config.
+    pub(crate) fn optimizer_config(&self) -> OptimizerConfig {
+        OptimizerConfig { kind: self.optimizer, lr: self.lr, rmsprop_alpha: self.rmsprop_alpha, adam_betas: self.adam_betas, eps: self.eps }
+    }
+
+    /// Every value in range, or an error naming the field and what is allowed.
+    pub fn validate(&self) -> Result<(), DqnError> {
+        let bad = |m: String| Err(DqnError::Config(m));
+        let unit = |x: f64| x.is_finite() && x > 0.0 && x <= 1.0;
+        if !unit(self.gamma) {
+            return bad(format!("gamma = {} must be in (0, 1]", self.gamma));
+        }
+        if self.batch_size == 0 || self.batch_size > 1 << 20 {
+            return bad(format!("batch_size = {} must be in 1..=1048576", self.batch_size));
+        }
+        if !(self.lr.is_finite() && self.lr > 0.0) {
+            return bad(format!("lr = {} must be a positive number", self.lr));
+        }
+        if !(unit(self.rmsprop_alpha) && self.rmsprop_alpha < 1.0) {
+            return bad(format!("rmsprop_alpha = {} must be in (0, 1)", self.rmsprop_alpha));
+        }
+        let (b1, b2) = self.adam_betas;
+        if !(b1.is_finite() && (0.0..1.0).contains(&b1) && b2.is_finite() && (0.0..1.0).contains(&b2)) {
+            return bad(format!("adam_betas = ({b1}, {b2}) must both be in [0, 1)"));
+        }
+        if !(self.eps.is_finite() && self.eps > 0.0) {
+            return bad(format!("eps = {} must be a positive number", self.eps));
+        }
+        if self.n_step == 0 {
+            return bad("n_step must be at least 1".into());
+        }
+        if !(self.huber_delta.is_finite() && self.huber_delta > 0.0) {
+            return bad(format!("huber_delta = {} must be a positive number", self.huber_delta));
+        }
+        if !(self.max_grad_norm.is_finite() && self.max_grad_norm >= 0.0) {
+            return bad(format!("max_grad_norm = {} must be >= 0 (0 turns clipping off)", self.max_grad_norm));
+        }
+        if self.target_sync_every == 0 {
+            return bad("target_sync_every must be at least 1".into());
+        }
+        if !(self.publish_average_tau.is_finite() && (0.0..1.0).contains(&self.publish_average_tau)) {
+            return bad(format!("publish_average_tau = {} must be in [0, 1) (0 publishes the online weights)", self.publish_average_tau));
+        }
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// The flat parameter layout
+// ---------------------------------------------------------------------------------
+
+/// One `nn.Linear` of the network: the indices in [`TENSORS`] (PyTorch's `state_dict`
+/// order) of its weight, `[out, in]`, and its bias, `[out]`.
+#[derive(Debug, Clone, Copy)]
+struct Linear {
+    weight: usize,
+    bias: usize,
+}
+
+/// `shared`: state (27) -> 128.
+const SHARED: Linear = Linear { weight: 0, bias: 1 };
+/// `value_hidden`: 128 -> 512.
+const VALUE_HIDDEN: Linear = Linear { weight: 2, bias: 3 };
+/// `value`: 512 -> 1.
+const VALUE: Linear = Linear { weight: 4, bias: 5 };
+/// `advantage_hidden`: 128 -> 512.
+const ADVANTAGE_HIDDEN: Linear = Linear { weight: 6, bias: 7 };
+/// `advantage`: 512 -> A.
+const ADVANTAGE: Linear = Linear { weight: 8, bias: 9 };
+
+/// Every layer in [`TENSORS`] order (each layer's weight, then its bias).
+const LAYERS: [Linear; 5] = [SHARED, VALUE_HIDDEN, VALUE, ADVANTAGE_HIDDEN, ADVANTAGE];
+
+/// Storage order of the [`TENSORS`] (by index) in the flat buffer: the value and
+/// advantage hidden layers' weights adjacent, then their biases adjacent, so each pair
+/// is one `[1024, 128]` weight and one `[1024]` bias.
+pub const LAYOUT: [usize; 10] = [
+    SHARED.weight,
+    SHARED.bias,
+    VALUE_HIDDEN.weight,
+    ADVANTAGE_HIDDEN.weight,
+    VALUE_HIDDEN.bias,
+    ADVANTAGE_HIDDEN.bias,
+    VALUE.weight,
+    VALUE.bias,
+    ADVANTAGE.weight,
+    ADVANTAGE.bias,
+];
+
+/// The operands of the forward and the backward, in storage order. `T` is a view of a
+/// buffer laid out as [`LAYOUT`] (the parameters, or their gradients), or, in
+/// [`BLOCKS`], the [`TENSORS`] that the view covers.
+#[derive(Debug)]
+struct Blocks<T = Tensor> {
+    /// `shared`: `[128, 27]`, `[128]`.
+    w1: T,
+    b1: T,
+    /// Both streams' hidden layers, value rows first: `[1024, 128]`, `[1024]`.
+    w2: T,
+    b2: T,
+    /// The value head, `[1, 512]`, `[1]`.
+    wv: T,
+    bv: T,
+    /// The advantage head, `[A, 512]`, `[A]`.
+    wa: T,
+    ba: T,
+}
+
+impl<T> Blocks<T> {
+    fn map<U>(self, mut f: impl FnMut(T) -> U) -> Blocks<U> {
+        let Blocks { w1, b1, w2, b2, wv, bv, wa, ba } = self;
+        Blocks { w1: f(w1), b1: f(b1), w2: f(w2), b2: f(b2), wv: f(wv), bv: f(bv), wa: f(wa), ba: f(ba) }
+    }
+}
+
+/// The [`TENSORS`] each block covers: one tensor, or two stored adjacent in [`LAYOUT`]
+/// (the two streams' hidden layers), stacked on dimension 0.
+const BLOCKS: Blocks<&[usize]> = Blocks {
+    w1: &[SHARED.weight],
+    b1: &[SHARED.bias],
+    w2: &[VALUE_HIDDEN.weight, ADVANTAGE_HIDDEN.weight],
+    b2: &[VALUE_HIDDEN.bias, ADVANTAGE_HIDDEN.bias],
+    wv: &[VALUE.weight],
+    bv: &[VALUE.bias],
+    wa: &[ADVANTAGE.weight],
+    ba: &[ADVANTAGE.bias],
+};
+
+/// Where each of the [`TENSORS`] sits in a flat buffer laid out as [`LAYOUT`], for a
+/// network of a given action count.
+#[derive(Debug)]
+struct Layout {
+    /// Element offset of each tensor of [`TENSORS`] in the buffer.
+    offsets: [i64; 10],
+    /// The shape of each tensor of [`TENSORS`] ([`ModelMeta::shapes`]).
+    shapes: [Vec<i64>; 10],
+    /// Elements in all.
+    len: i64,
+}
+
+impl Layout {
+    fn new(actions: usize) -> Layout {
+        let shapes: [Vec<i64>; 10] = ModelMeta::new("", actions).shapes().map(|s| s.iter().map(|&d| d as i64).collect());
+        let mut offsets = [0i64; 10];
+        let mut at = 0i64;
+        for i in LAYOUT {
+            offsets[i] = at;
+            at += shapes[i].iter().product::<i64>();
+        }
+        Layout { offsets, shapes, len: at }
+    }
+
+    /// Tensor `i` of [`TENSORS`] in a buffer laid out as this.
+    fn view(&self, flat: &Tensor, i: usize) -> Tensor {
+        let n: i64 = self.shapes[i].iter().product();
+        flat.narrow(0, self.offsets[i], n).view(self.shapes[i].as_slice())
+    }
+
+    /// The [`BLOCKS`] of a buffer laid out as this.
+    fn blocks(&self, flat: &Tensor) -> Blocks {
+        BLOCKS.map(|covers| {
+            let mut shape = self.shapes[covers[0]].clone();
+            shape[0] = covers.iter().map(|&i| self.shapes[i][0]).sum();
+            flat.narrow(0, self.offsets[covers[0]], shape.iter().product()).view(shape.as_slice())
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// The model
+// ---------------------------------------------------------------------------------
 
 /// The paper's network: 27 -> 128 -> (value 512 -> 1, advantage 512 -> A).
 ///
@@ -41,40 +305,10 @@ pub struct DuelingDqn {
     /// Every parameter, end to end in [`LAYOUT`] order.
     flat: Tensor,
     /// The forward's operands, views of `flat` (so an update of `flat` is an update of
-    /// them), one per [`BLOCKS`] entry.
+    /// them).
     blocks: Blocks,
     actions: usize,
-    /// Element offset of each tensor of [`TENSORS`] in `flat`, and its shape.
-    offsets: [i64; 10],
-    shapes: [Vec<i64>; 10],
-}
-
-/// The operands of the forward and the backward, as the [`TENSORS`] (by index) each
-/// covers, in storage order: the two streams' hidden layers are one block each for
-/// weights and biases.
-const BLOCKS: [&[usize]; 8] = [&[0], &[1], &[2, 6], &[3, 7], &[4], &[5], &[8], &[9]];
-
-/// Storage order of the [`TENSORS`] (by index): the value and advantage hidden layers'
-/// weights adjacent, then their biases adjacent, so each pair is one `[1024, 128]`
-/// weight and one `[1024]` bias.
-pub const LAYOUT: [usize; 10] = [0, 1, 2, 6, 3, 7, 4, 5, 8, 9];
-
-/// Views of a buffer laid out as [`LAYOUT`] (the parameters, or their gradients), one
-/// per [`BLOCKS`] entry.
-#[derive(Debug)]
-struct Blocks {
-    /// `shared`: `[128, 27]`, `[128]`.
-    w1: Tensor,
-    b1: Tensor,
-    /// Both streams' hidden layers, value rows first: `[1024, 128]`, `[1024]`.
-    w2: Tensor,
-    b2: Tensor,
-    /// The value head, `[1, 512]`, `[1]`.
-    wv: Tensor,
-    bv: Tensor,
-    /// The advantage head, `[A, 512]`, `[A]`.
-    wa: Tensor,
-    ba: Tensor,
+    layout: Layout,
 }
 
 /// A forward pass's results that the backward needs: post-ReLU activations and the two
@@ -113,21 +347,16 @@ impl DuelingDqn {
     /// Fresh weights: PyTorch's `nn.Linear` initialisation, uniform in
     /// `±1/sqrt(fan_in)` for weights and biases alike.
     pub fn new(device: Device, actions: usize) -> Self {
-        let shapes: [Vec<i64>; 10] = ModelMeta::new("", actions).shapes().map(|s| s.iter().map(|&d| d as i64).collect());
-        let mut offsets = [0i64; 10];
-        let mut at = 0i64;
-        for &i in &LAYOUT {
-            offsets[i] = at;
-            at += shapes[i].iter().product::<i64>();
-        }
-        let flat = Tensor::zeros([at], (Kind::Float, device));
-        let blocks = Self::blocks_of(&flat, &offsets, &shapes);
-        let net = DuelingDqn { flat, blocks, actions, offsets, shapes };
-        for (i, shape) in net.shapes.iter().enumerate() {
+        let layout = Layout::new(actions);
+        let flat = Tensor::zeros([layout.len], (Kind::Float, device));
+        let blocks = layout.blocks(&flat);
+        let net = DuelingDqn { flat, blocks, actions, layout };
+        for layer in LAYERS {
             // The weight's fan-in, for the bias too (PyTorch's choice).
-            let fan_in = if i % 2 == 0 { shape[1] } else { net.shapes[i - 1][1] };
-            let bound = 1.0 / (fan_in as f64).sqrt();
-            let _ = net.param(i).uniform_(-bound, bound);
+            let bound = 1.0 / (net.layout.shapes[layer.weight][1] as f64).sqrt();
+            for i in [layer.weight, layer.bias] {
+                let _ = net.param(i).uniform_(-bound, bound);
+            }
         }
         net
     }
@@ -149,20 +378,7 @@ impl DuelingDqn {
     /// Tensor `i` of [`TENSORS`] in another buffer laid out as this network's (an
     /// optimizer slot).
     fn view_of(&self, flat: &Tensor, i: usize) -> Tensor {
-        let n: i64 = self.shapes[i].iter().product();
-        flat.narrow(0, self.offsets[i], n).view(self.shapes[i].as_slice())
-    }
-
-    /// The [`BLOCKS`] of a buffer laid out as [`LAYOUT`] with these offsets and shapes.
-    fn blocks_of(flat: &Tensor, offsets: &[i64; 10], shapes: &[Vec<i64>; 10]) -> Blocks {
-        let block = |covers: &[usize]| {
-            // A block covers one tensor or two stored adjacent, stacked on dimension 0.
-            let mut shape = shapes[covers[0]].clone();
-            shape[0] = covers.iter().map(|&i| shapes[i][0]).sum();
-            flat.narrow(0, offsets[covers[0]], shape.iter().product()).view(shape.as_slice())
-        };
-        let [w1, b1, w2, b2, wv, bv, wa, ba] = BLOCKS.map(block);
-        Blocks { w1, b1, w2, b2, wv, bv, wa, ba }
+        self.layout.view(flat, i)
     }
 
     /// The forward, keeping what [`DuelingDqn::backward`] needs.
@@ -221,7 +437,7 @@ impl DuelingDqn {
     /// Overwrite the weights (in [`TENSORS`] order, shapes as [`ModelMeta::shapes`]).
     pub fn set_weights(&mut self, weights: &[Vec<f32>]) {
         for (i, w) in weights.iter().enumerate().take(TENSORS.len()) {
-            let src = Tensor::from_slice(w).view(self.shapes[i].as_slice()).to_device(self.device());
+            let src = Tensor::from_slice(w).view(self.layout.shapes[i].as_slice()).to_device(self.device());
             self.param(i).copy_(&src);
         }
     }
@@ -235,133 +451,6 @@ impl DuelingDqn {
 impl Module for DuelingDqn {
     fn forward(&self, x: &Tensor) -> Tensor {
         self.activations(x).q()
-    }
-}
-
-// ---------------------------------------------------------------------------------
-// Hyper-parameters
-// ---------------------------------------------------------------------------------
-
-/// Which optimizer [`Learner`] runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum OptimizerKind {
-    /// The paper's (and Nature DQN's) choice; PyTorch's `RMSprop` semantics.
-    Rmsprop,
-    /// `torch.optim.Adam` semantics (what Rainbow and most modern DQNs use).
-    Adam,
-}
-
-/// The learner's hyper-parameters: the `[dqn]` section of `configs/manager.toml`.
-/// Defaults are the paper's where it gives them.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct DqnConfig {
-    /// Discount per frame-step (paper: 0.99).
-    pub gamma: f64,
-    /// Transitions per train step (paper: 32).
-    pub batch_size: usize,
-    /// Learning rate (paper: 2.5e-4, with RMSProp).
-    pub lr: f64,
-    /// `rmsprop` (paper) or `adam`.
-    pub optimizer: OptimizerKind,
-    /// RMSProp smoothing constant (PyTorch default 0.99).
-    pub rmsprop_alpha: f64,
-    /// Adam's first and second moment decay (PyTorch defaults 0.9, 0.999).
-    pub adam_betas: (f64, f64),
-    /// Added to the RMS in the denominator, both optimizers (PyTorch default 1e-8).
-    pub eps: f64,
-    /// Double DQN (van Hasselt et al. 2016): the online net picks the next action, the
-    /// target net values it. On by default although the paper used plain DQN: it
-    /// removes the max-operator's over-estimation at the cost of one more forward pass
-    /// of a tiny network, and Ape-X (which Shine's fleet resembles) uses it.
-    pub double_dqn: bool,
-    /// Steps summed into each transition's reward by the worker (1 = plain one-step
-    /// TD). Must equal the `n_step` field of uploads; the bootstrap uses `gamma^n`.
-    pub n_step: u8,
-    /// Huber loss threshold (1.0 = Nature DQN's error clipping to [-1, 1]).
-    pub huber_delta: f64,
-    /// Clip gradients to this global L2 norm (CleanRL and SB3 use 10); 0 turns it off.
-    pub max_grad_norm: f64,
-    /// Copy the online weights into the target net every this many train steps
-    /// (paper: 10,000).
-    pub target_sync_every: u64,
-    /// Publish a Polyak average of the online weights instead of the online weights:
-    /// after every train step `average += publish_average_tau * (online - average)`, so
-    /// the published model averages about the last `1 / publish_average_tau` steps. The
-    /// training itself (targets, gradients) does not change. 0 (the default, the
-    /// paper's choice) publishes the online weights.
-    pub publish_average_tau: f64,
-}
-
-impl Default for DqnConfig {
-    fn default() -> Self {
-        DqnConfig {
-            gamma: 0.99,
-            batch_size: 32,
-            lr: 2.5e-4,
-            optimizer: OptimizerKind::Rmsprop,
-            rmsprop_alpha: 0.99,
-            adam_betas: (0.9, 0.999),
-            eps: 1e-8,
-            double_dqn: true,
-            n_step: 1,
-            huber_delta: 1.0,
-            max_grad_norm: 10.0,
-            target_sync_every: 10_000,
-            publish_average_tau: 0.0,
-        }
-    }
-}
-
-#[derive(Debug, Error)]
-pub enum DqnError {
-    #[error("[dqn] {0}")]
-    Config(String),
-    #[error("learner state {name}: {problem}")]
-    State { name: String, problem: String },
-}
-
-impl DqnConfig {
-    /// Every value in range, or an error naming the field and what is allowed.
-    pub fn validate(&self) -> Result<(), DqnError> {
-        let bad = |m: String| Err(DqnError::Config(m));
-        let unit = |x: f64| x.is_finite() && x > 0.0 && x <= 1.0;
-        if !unit(self.gamma) {
-            return bad(format!("gamma = {} must be in (0, 1]", self.gamma));
-        }
-        if self.batch_size == 0 || self.batch_size > 1 << 20 {
-            return bad(format!("batch_size = {} must be in 1..=1048576", self.batch_size));
-        }
-        if !(self.lr.is_finite() && self.lr > 0.0) {
-            return bad(format!("lr = {} must be a positive number", self.lr));
-        }
-        if !(unit(self.rmsprop_alpha) && self.rmsprop_alpha < 1.0) {
-            return bad(format!("rmsprop_alpha = {} must be in (0, 1)", self.rmsprop_alpha));
-        }
-        let (b1, b2) = self.adam_betas;
-        if !(b1.is_finite() && (0.0..1.0).contains(&b1) && b2.is_finite() && (0.0..1.0).contains(&b2)) {
-            return bad(format!("adam_betas = ({b1}, {b2}) must both be in [0, 1)"));
-        }
-        if !(self.eps.is_finite() && self.eps > 0.0) {
-            return bad(format!("eps = {} must be a positive number", self.eps));
-        }
-        if self.n_step == 0 {
-            return bad("n_step must be at least 1".into());
-        }
-        if !(self.huber_delta.is_finite() && self.huber_delta > 0.0) {
-            return bad(format!("huber_delta = {} must be a positive number", self.huber_delta));
-        }
-        if !(self.max_grad_norm.is_finite() && self.max_grad_norm >= 0.0) {
-            return bad(format!("max_grad_norm = {} must be >= 0 (0 turns clipping off)", self.max_grad_norm));
-        }
-        if self.target_sync_every == 0 {
-            return bad("target_sync_every must be at least 1".into());
-        }
-        if !(self.publish_average_tau.is_finite() && (0.0..1.0).contains(&self.publish_average_tau)) {
-            return bad(format!("publish_average_tau = {} must be in [0, 1) (0 publishes the online weights)", self.publish_average_tau));
-        }
-        Ok(())
     }
 }
 
@@ -439,10 +528,10 @@ impl Learner {
             average.flat.copy_(&online.flat);
             average
         });
-        let optimizer = Optimizer::new(cfg.optimizer, &online.flat);
+        let optimizer = Optimizer::new(cfg.optimizer_config(), &online.flat);
         let gamma_n = cfg.gamma.powi(cfg.n_step as i32);
         let grad = online.flat.zeros_like();
-        let grad_blocks = DuelingDqn::blocks_of(&grad, &online.offsets, &online.shapes);
+        let grad_blocks = online.layout.blocks(&grad);
         Ok(Learner { grad, grad_blocks, online, target, average, optimizer, step: 0, cfg: cfg.clone(), gamma_n })
     }
 
@@ -517,7 +606,7 @@ impl Learner {
         // clip_coef <= 1 always: multiplying by it is a no-op when under the limit, so
         // no branch on the (device-resident) norm is needed. The optimizer applies it.
         let clip_coef = (self.cfg.max_grad_norm > 0.0).then(|| ((&grad_norm + 1e-6).reciprocal() * self.cfg.max_grad_norm).clamp_max(1.0));
-        self.optimizer.step(&self.cfg, &self.online.flat, &self.grad, clip_coef.as_ref());
+        self.optimizer.step(&mut self.online.flat, &mut self.grad, clip_coef.as_ref());
         if let Some(average) = &mut self.average {
             // Polyak averaging of the iterates: the online weights of two nearby steps
             // can act very differently (one published model survives 9 of 30 matches,
@@ -571,7 +660,7 @@ impl Learner {
             }
         }
         let kind = self.optimizer_kind_name();
-        for (slot, flat) in Optimizer::slot_names(self.optimizer.kind).iter().zip(&self.optimizer.slots) {
+        for (slot, flat) in Optimizer::slot_names(self.optimizer.kind()).iter().zip(&self.optimizer.slots) {
             for (i, name) in TENSORS.iter().enumerate() {
                 out.push((format!("optim.{kind}.{slot}.{name}"), self.online.view_of(flat, i)));
             }
@@ -580,7 +669,7 @@ impl Learner {
     }
 
     fn optimizer_kind_name(&self) -> &'static str {
-        match self.optimizer.kind {
+        match self.optimizer.kind() {
             OptimizerKind::Rmsprop => "rmsprop",
             OptimizerKind::Adam => "adam",
         }
@@ -625,7 +714,7 @@ impl Learner {
         }
         let kind = self.optimizer_kind_name();
         let mut slots = Vec::new();
-        for (slot, flat) in Optimizer::slot_names(self.optimizer.kind).iter().zip(&self.optimizer.slots) {
+        for (slot, flat) in Optimizer::slot_names(self.optimizer.kind()).iter().zip(&self.optimizer.slots) {
             for (i, name) in TENSORS.iter().enumerate() {
                 let dst = self.online.view_of(flat, i);
                 let src = fetch(&format!("optim.{kind}.{slot}.{name}"), &dst);
@@ -654,6 +743,7 @@ impl Learner {
 
 #[cfg(test)]
 mod tests {
+    use super::reference::Reference;
     use super::*;
     use crate::model::{QNet, Scratch};
     use crate::ActionSet;
@@ -679,6 +769,28 @@ mod tests {
         }
         assert_eq!(f32::try_from(marks.min()).unwrap(), 1.0, "no element left out");
         assert_eq!(f32::try_from(marks.max()).unwrap(), 1.0, "no element shared");
+    }
+
+    #[test]
+    fn the_named_layers_are_the_model_files_tensors_and_each_block_is_stored_whole() {
+        let names = ["shared", "value_hidden", "value", "advantage_hidden", "advantage"];
+        for (layer, name) in LAYERS.iter().zip(names) {
+            assert_eq!((TENSORS[layer.weight], TENSORS[layer.bias]), (format!("{name}.weight").as_str(), format!("{name}.bias").as_str()));
+        }
+        let mut sorted = LAYOUT;
+        sorted.sort();
+        assert_eq!(sorted, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9], "LAYOUT stores every tensor once");
+        // A block is one view: the tensors it covers follow each other in LAYOUT, and
+        // every tensor is in one block.
+        let Blocks { w1, b1, w2, b2, wv, bv, wa, ba } = BLOCKS;
+        let mut covered = Vec::new();
+        for covers in [w1, b1, w2, b2, wv, bv, wa, ba] {
+            let at = LAYOUT.iter().position(|&i| i == covers[0]).unwrap();
+            assert_eq!(&LAYOUT[at..at + covers.len()], covers);
+            covered.extend_from_slice(covers);
+        }
+        covered.sort();
+        assert_eq!(covered, sorted);
     }
 
     #[test]
@@ -982,112 +1094,6 @@ mod tests {
 
     fn saved_online(saved: &HashMap<String, Tensor>) -> Vec<Vec<f32>> {
         TENSORS.iter().map(|n| Vec::<f32>::try_from(&saved[&format!("online.{n}")].view([-1])).unwrap()).collect()
-    }
-
-    /// The train step as it was before the flat buffer (the 2026-11 code): ten
-    /// separate parameters, the two streams as two products, three forwards, autograd's
-    /// gradients, and the clipping and the optimizer as loops over the ten tensors. The
-    /// lean step must compute the same thing.
-    struct Reference {
-        online: Vec<Tensor>,
-        target: Vec<Tensor>,
-        slots: Vec<Vec<Tensor>>,
-        steps: u64,
-        cfg: DqnConfig,
-    }
-
-    impl Reference {
-        fn new(cfg: &DqnConfig, from: &Learner) -> Reference {
-            let take = |net: &DuelingDqn, grad: bool| (0..TENSORS.len()).map(|i| net.param(i).detach().copy().set_requires_grad(grad)).collect::<Vec<_>>();
-            let online = take(&from.online, true);
-            let slots = Optimizer::slot_names(cfg.optimizer).iter().map(|_| online.iter().map(Tensor::zeros_like).collect()).collect();
-            Reference { target: take(&from.target, false), online, slots, steps: 0, cfg: cfg.clone() }
-        }
-
-        /// Continue from `lean`'s weights and optimizer state.
-        fn take_state(&mut self, lean: &Learner) {
-            tch::no_grad(|| {
-                for i in 0..TENSORS.len() {
-                    self.online[i].copy_(&lean.online.param(i));
-                    self.target[i].copy_(&lean.target.param(i));
-                    for (slot, flat) in self.slots.iter_mut().zip(&lean.optimizer.slots) {
-                        slot[i].copy_(&lean.online.view_of(flat, i));
-                    }
-                }
-            });
-        }
-
-        fn forward(p: &[Tensor], x: &Tensor) -> Tensor {
-            let h = x.linear(&p[0], Some(&p[1])).relu();
-            let v = h.linear(&p[2], Some(&p[3])).relu().linear(&p[4], Some(&p[5]));
-            let a = h.linear(&p[6], Some(&p[7])).relu().linear(&p[8], Some(&p[9]));
-            v + &a - a.mean_dim(1, true, Kind::Float)
-        }
-
-        fn step(&mut self, batch: &Tensor, weights: Option<&Tensor>) -> f32 {
-            let cfg = self.cfg.clone();
-            let states = batch.narrow(1, col::STATE as i64, STATE_DIM as i64);
-            let actions = batch.narrow(1, col::ACTION as i64, 1).to_kind(Kind::Int64);
-            let rewards = batch.select(1, col::REWARD as i64);
-            let next_states = batch.narrow(1, col::NEXT_STATE as i64, STATE_DIM as i64);
-            let terminal = batch.select(1, col::TERMINAL as i64);
-            let td_target = tch::no_grad(|| {
-                let next_q_target = Self::forward(&self.target, &next_states);
-                let next_q = if cfg.double_dqn {
-                    let best = Self::forward(&self.online, &next_states).argmax(1, true);
-                    next_q_target.gather(1, &best, false).squeeze_dim(1)
-                } else {
-                    next_q_target.max_dim(1, false).0
-                };
-                &rewards + (1.0 - &terminal) * next_q * cfg.gamma.powi(cfg.n_step as i32)
-            });
-            let q_taken = Self::forward(&self.online, &states).gather(1, &actions, false).squeeze_dim(1);
-            let loss = match weights {
-                None => q_taken.huber_loss(&td_target, Reduction::Mean, cfg.huber_delta),
-                Some(w) => (q_taken.huber_loss(&td_target, Reduction::None, cfg.huber_delta) * w).mean(Kind::Float),
-            };
-            for p in self.online.iter_mut() {
-                p.zero_grad();
-            }
-            loss.backward();
-            self.steps += 1;
-            tch::no_grad(|| {
-                let norms: Vec<Tensor> = self.online.iter().map(|p| p.grad().norm()).collect();
-                let total = Tensor::stack(&norms, 0).norm();
-                let clip = ((&total + 1e-6).reciprocal() * cfg.max_grad_norm).clamp_max(1.0);
-                for p in &self.online {
-                    let _ = p.grad().g_mul_(&clip);
-                }
-                match cfg.optimizer {
-                    OptimizerKind::Rmsprop => {
-                        let a = cfg.rmsprop_alpha;
-                        for (p, sq) in self.online.iter().zip(self.slots[0].iter_mut()) {
-                            let g = p.grad();
-                            let _ = sq.g_mul_scalar_(a).g_add_(&(g.square() * (1.0 - a)));
-                            let _ = p.shallow_clone().g_sub_(&(g / (sq.sqrt() + cfg.eps) * cfg.lr));
-                        }
-                    }
-                    OptimizerKind::Adam => {
-                        let (b1, b2) = cfg.adam_betas;
-                        let t = self.steps as i32;
-                        let (bc1, bc2) = (1.0 - b1.powi(t), 1.0 - b2.powi(t));
-                        let (m, v) = self.slots.split_at_mut(1);
-                        for ((p, m), v) in self.online.iter().zip(m[0].iter_mut()).zip(v[0].iter_mut()) {
-                            let g = p.grad();
-                            let _ = m.g_mul_scalar_(b1).g_add_(&(&g * (1.0 - b1)));
-                            let _ = v.g_mul_scalar_(b2).g_add_(&(g.square() * (1.0 - b2)));
-                            let _ = p.shallow_clone().g_sub_(&(&*m / (v.sqrt() / bc2.sqrt() + cfg.eps) * (cfg.lr / bc1)));
-                        }
-                    }
-                }
-                if self.steps.is_multiple_of(cfg.target_sync_every) {
-                    for (t, p) in self.target.iter_mut().zip(&self.online) {
-                        t.copy_(p);
-                    }
-                }
-            });
-            scalar(&loss)
-        }
     }
 
     #[test]

@@ -28,8 +28,18 @@
 //! - [`durable`]: crash-safe file writes and the wall clock (both binaries).
 //! - `shutdown` (feature `shutdown`, both binaries): the signal half of the one
 //!   shutdown pattern.
-//! - `dqn` (feature `torch`, the manager only): the Dueling DQN in tch.
-//! - `optim` (feature `torch`, crate-private): its optimizers over one flat parameter buffer.
+//! - `dqn` (feature `torch`, the manager only): the Dueling DQN in tch; its train step
+//!   in plain autograd, to read first, is `src/dqn/reference.rs` (tests only).
+//! - `optim` (feature `torch`, crate-private): its optimizers over one flat parameter
+//!   buffer, and their configuration.
+//! - `hostmem` (feature `torch`): CPU tensors as slices and fast loops over them, for
+//!   the optimizer and the manager's prioritized sampling.
+//!
+//! `unsafe` is denied in the whole crate except two modules that allow it, each with a
+//! `# Safety` section: `hostmem` and `model::sgemm`. The test in `src/unsafe_audit.rs`
+//! holds every crate of the workspace to its list of such modules.
+
+#![deny(unsafe_code)]
 
 pub mod actions;
 pub mod durable;
@@ -45,9 +55,13 @@ pub mod task;
 #[cfg(feature = "torch")]
 pub mod dqn;
 #[cfg(feature = "torch")]
+pub mod hostmem;
+#[cfg(feature = "torch")]
 mod optim;
 #[cfg(feature = "shutdown")]
 pub mod shutdown;
+#[cfg(test)]
+mod unsafe_audit;
 
 pub use actions::ActionSet;
 pub use env::Env;

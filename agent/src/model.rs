@@ -16,7 +16,10 @@
 //!
 //! [`QNet::forward`] is batched: one call computes Q for every environment that needs
 //! an action this frame, with `matrixmultiply`'s SIMD sgemm and buffers reused across
-//! calls (no allocation per decision).
+//! calls (no allocation per decision). The sgemm call is the module's one `unsafe`,
+//! in `model/sgemm.rs`, behind a bounds-checked function.
+
+mod sgemm;
 
 use crate::state::STATE_DIM;
 use std::collections::HashMap;
@@ -205,27 +208,7 @@ impl Dense {
         for row in y[..n * self.n_out].chunks_exact_mut(self.n_out) {
             row.copy_from_slice(&self.b);
         }
-        // SAFETY: the pointers and strides describe x (n x in, row-major), w read as its
-        // transpose (in x out: row stride 1, column stride in) and y (n x out), all of
-        // which are in bounds by the lengths checked above and the layer's shapes.
-        unsafe {
-            matrixmultiply::sgemm(
-                n,
-                self.n_in,
-                self.n_out,
-                1.0,
-                x.as_ptr(),
-                self.n_in as isize,
-                1,
-                self.w.as_ptr(),
-                1,
-                self.n_in as isize,
-                1.0,
-                y.as_mut_ptr(),
-                self.n_out as isize,
-                1,
-            );
-        }
+        sgemm::add_x_wt(x, &self.w, y, n, self.n_in, self.n_out);
     }
 }
 

@@ -1,4 +1,5 @@
-//! The learner's optimizers (RMSProp, Adam) over one flat parameter buffer.
+//! The learner's optimizers (RMSProp, Adam) over one flat parameter buffer, and their
+//! configuration ([`OptimizerConfig`], the optimizer's keys of `[dqn]`).
 //!
 //! Written here rather than taken from `tch::nn::Optimizer`, because tch's optimizer
 //! cannot export its state: ours is plain tensors laid out as the parameters, so a
@@ -10,13 +11,47 @@
 //! temporary of their size, and libtorch's square root goes through MKL's slow,
 //! exception-checking vector kernel. Together they were a fifth of a train step at
 //! batch 32 (`perf`, docs/benchmarks.md). On a GPU the tensor ops stay: they are
-//! queued kernels, and the host loop would need the data on the host.
+//! queued kernels, and the host loop would need the data on the host. The loop sees
+//! the tensors' memory through [`crate::hostmem`], which holds its `unsafe`.
 
-use crate::dqn::{DqnConfig, OptimizerKind};
-use tch::{Device, Kind, Tensor};
+use crate::hostmem;
+use serde::{Deserialize, Serialize};
+use tch::Tensor;
+
+/// Which optimizer the learner runs (`[dqn] optimizer`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OptimizerKind {
+    /// The paper's (and Nature DQN's) choice; PyTorch's `RMSprop` semantics.
+    Rmsprop,
+    /// `torch.optim.Adam` semantics (what Rainbow and most modern DQNs use).
+    Adam,
+}
+
+/// What an [`Optimizer`] needs: the `[dqn]` keys `optimizer`, `lr`, `rmsprop_alpha`,
+/// `adam_betas` and `eps` (documented on the learner's config, which holds them and
+/// hands them over). The defaults are the learner's.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OptimizerConfig {
+    pub kind: OptimizerKind,
+    /// Learning rate (paper: 2.5e-4, with RMSProp).
+    pub lr: f64,
+    /// RMSProp smoothing constant (PyTorch default 0.99).
+    pub rmsprop_alpha: f64,
+    /// Adam's first and second moment decay (PyTorch defaults 0.9, 0.999).
+    pub adam_betas: (f64, f64),
+    /// Added to the RMS in the denominator, both optimizers (PyTorch default 1e-8).
+    pub eps: f64,
+}
+
+impl Default for OptimizerConfig {
+    fn default() -> Self {
+        OptimizerConfig { kind: OptimizerKind::Rmsprop, lr: 2.5e-4, rmsprop_alpha: 0.99, adam_betas: (0.9, 0.999), eps: 1e-8 }
+    }
+}
 
 pub(crate) struct Optimizer {
-    pub(crate) kind: OptimizerKind,
+    pub(crate) cfg: OptimizerConfig,
     /// `slots[k]`: slot k for every parameter, laid out as the network's flat buffer
     /// (RMSProp: square_avg; Adam: exp_avg, exp_avg_sq: PyTorch's names).
     pub(crate) slots: Vec<Tensor>,
@@ -32,33 +67,38 @@ impl Optimizer {
         }
     }
 
-    pub(crate) fn new(kind: OptimizerKind, flat: &Tensor) -> Self {
-        let slots = Self::slot_names(kind).iter().map(|_| flat.zeros_like()).collect();
-        Optimizer { kind, slots, steps: 0 }
+    pub(crate) fn new(cfg: OptimizerConfig, flat: &Tensor) -> Self {
+        let slots = Self::slot_names(cfg.kind).iter().map(|_| flat.zeros_like()).collect();
+        Optimizer { cfg, slots, steps: 0 }
+    }
+
+    pub(crate) fn kind(&self) -> OptimizerKind {
+        self.cfg.kind
     }
 
     /// One update of the flat parameter buffer `p` with the gradient `g`, first
     /// multiplied in place by `scale` (a scalar tensor: the clipping coefficient), so
     /// that afterwards `g` holds the gradient applied. Call under `no_grad` if `p` is
-    /// tracked by autograd.
-    pub(crate) fn step(&mut self, cfg: &DqnConfig, p: &Tensor, g: &Tensor, scale: Option<&Tensor>) {
-        let host = [p, g, &self.slots[0]].iter().all(|t| t.device() == Device::Cpu && t.kind() == Kind::Float && t.is_contiguous());
-        if self.kind == OptimizerKind::Rmsprop && host {
+    /// tracked by autograd. `p`, `g` and the slots are three distinct buffers.
+    pub(crate) fn step(&mut self, p: &mut Tensor, g: &mut Tensor, scale: Option<&Tensor>) {
+        let host = [&*p, &*g, &self.slots[0]].into_iter().all(hostmem::is_host_f32);
+        if self.kind() == OptimizerKind::Rmsprop && host {
             // On the CPU reading the scalar is a load, not a wait for a device.
             let scale = scale.map_or(1.0, |s| f32::try_from(s).expect("a scalar"));
-            self.rmsprop_host(cfg, p, g, scale);
+            self.rmsprop_host(p, g, scale);
         } else {
             if let Some(s) = scale {
-                let _ = g.shallow_clone().g_mul_(s);
+                let _ = g.g_mul_(s);
             }
-            self.step_tensors(cfg, p, g);
+            self.step_tensors(p, g);
         }
     }
 
     /// The update in tensor ops, on any device.
-    fn step_tensors(&mut self, cfg: &DqnConfig, p: &Tensor, g: &Tensor) {
+    fn step_tensors(&mut self, p: &Tensor, g: &Tensor) {
         self.steps += 1;
-        match self.kind {
+        let cfg = self.cfg;
+        match cfg.kind {
             OptimizerKind::Rmsprop => {
                 // square_avg = alpha * square_avg + (1 - alpha) * g^2
                 // p -= lr * g / (sqrt(square_avg) + eps)
@@ -82,32 +122,27 @@ impl Optimizer {
     }
 
     /// RMSProp as [`Optimizer::step_tensors`] computes it, in one pass over host memory
-    /// (contiguous f32 CPU tensors, checked by the caller).
-    fn rmsprop_host(&mut self, cfg: &DqnConfig, p: &Tensor, g: &Tensor, scale: f32) {
+    /// (contiguous f32 CPU tensors, checked by the caller and again by `hostmem`).
+    fn rmsprop_host(&mut self, p: &mut Tensor, g: &mut Tensor, scale: f32) {
         self.steps += 1;
-        let n = p.numel();
-        assert!(g.numel() == n && self.slots[0].numel() == n, "parameters, gradient and square_avg laid out alike");
+        let cfg = self.cfg;
         // The constants as libtorch rounds its scalar operands: to the tensors' f32.
-        let h = Rmsprop { scale, alpha: cfg.rmsprop_alpha as f32, one_minus_alpha: (1.0 - cfg.rmsprop_alpha) as f32, neg_lr: -cfg.lr as f32, eps: cfg.eps as f32 };
-        // SAFETY: three distinct buffers (the parameters, their gradient, the slot),
-        // each a contiguous f32 CPU tensor of n elements, none touched by anything
-        // else while the slices live.
-        let (p, g, sq) = unsafe {
-            (host_f32(p, n), host_f32(g, n), host_f32(&self.slots[0], n))
-        };
-        rmsprop_dispatch(p, g, sq, &h);
+        let (alpha, lr, eps) = (cfg.rmsprop_alpha, cfg.lr, cfg.eps);
+        let h = Rmsprop { scale, alpha: alpha as f32, one_minus_alpha: (1.0 - alpha) as f32, neg_lr: -lr as f32, eps: eps as f32 };
+        // Three distinct buffers (the learner's parameters and gradient, our slot), each
+        // touched by nothing else while the slices live: hostmem's `# Safety`.
+        let (p, g, sq) = (hostmem::f32_slice_mut(p), hostmem::f32_slice_mut(g), hostmem::f32_slice_mut(&mut self.slots[0]));
+        assert!(g.len() == p.len() && sq.len() == p.len(), "parameters, gradient and square_avg laid out alike");
+        // Subnormals flushed while the loop runs. Why: as training goes on, the squared
+        // gradients of rarely active units fall below f32's normal range (1.2e-38), and
+        // on Intel cores every subnormal operand costs a microcode assist: in a learn.sh
+        // run on a 2-vCPU Intel Xeon this loop took 54 % of the trainer thread (perf),
+        // and the run made 34,000 steps a minute where the benchmark's 0.66 ms step
+        // allows about 90,000 (the benchmark's random gradients are never subnormal).
+        // What is lost is below 1.2e-38 in a running average of squares, whose square
+        // root (1e-19) is nothing beside `eps` (1e-8 by default) in the denominator.
+        hostmem::with_subnormals_flushed(|| hostmem::run_widest(RmspropLoop { p, g, sq, h: &h }));
     }
-}
-
-/// The elements of a contiguous f32 CPU tensor of `n` elements.
-///
-/// # Safety
-/// No other reference to the tensor's storage may be used while the slice lives.
-// A tensor handle is shared (libtorch counts references to its storage), so the one
-// we are given is `&`; the caller's promise above is what makes the `&mut` sound.
-#[allow(clippy::mut_from_ref)]
-unsafe fn host_f32(t: &Tensor, n: usize) -> &mut [f32] {
-    unsafe { std::slice::from_raw_parts_mut(t.data_ptr() as *mut f32, n) }
 }
 
 struct Rmsprop {
@@ -118,65 +153,20 @@ struct Rmsprop {
     eps: f32,
 }
 
-/// Subnormal floats (below 1.2e-38) read and written as zero while the loop runs (the
-/// x86 control register's flush-to-zero and denormals-are-zero bits, restored after).
-/// Why: as training goes on, the squared gradients of rarely active units fall below
-/// f32's normal range, and on Intel cores every subnormal operand costs a microcode
-/// assist: in a learn.sh run on a 2-vCPU Intel Xeon this loop took 54 % of the trainer
-/// thread (perf), and the run made 34,000 steps a minute where the benchmark's 0.66 ms
-/// step allows about 90,000 (the benchmark's random gradients are never subnormal). What is
-/// lost is below 1.2e-38 in a running average of squares, whose square root (1e-19) is
-/// nothing beside `eps` (1e-8 by default) in the update's denominator.
-fn rmsprop_dispatch(p: &mut [f32], g: &mut [f32], sq: &mut [f32], h: &Rmsprop) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        // _mm_getcsr / _mm_setcsr are deprecated in favour of inline assembly, which
-        // would say the same thing less plainly.
-        #[allow(deprecated)]
-        use std::arch::x86_64::{_mm_getcsr, _mm_setcsr};
-        const FLUSH_TO_ZERO: u32 = 1 << 15;
-        const DENORMALS_ARE_ZERO: u32 = 1 << 6;
-        // SAFETY: reading and writing MXCSR's two flush bits changes only how this
-        // thread's vector floating point treats subnormals, and the old value returns.
-        #[allow(deprecated)]
-        unsafe {
-            let saved = _mm_getcsr();
-            _mm_setcsr(saved | FLUSH_TO_ZERO | DENORMALS_ARE_ZERO);
-            rmsprop_widest(p, g, sq, h);
-            _mm_setcsr(saved);
-        }
+/// One RMSProp pass over the three buffers, compiled by [`hostmem::run_widest`] for the
+/// widest vector unit the CPU has.
+struct RmspropLoop<'a> {
+    p: &'a mut [f32],
+    g: &'a mut [f32],
+    sq: &'a mut [f32],
+    h: &'a Rmsprop,
+}
+
+impl hostmem::VectorLoop for RmspropLoop<'_> {
+    #[inline(always)]
+    fn run(self) {
+        rmsprop_loop(self.p, self.g, self.sq, self.h)
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    rmsprop_widest(p, g, sq, h)
-}
-
-/// The widest vector unit this CPU has, chosen at run time (the release build targets
-/// plain x86-64).
-fn rmsprop_widest(p: &mut [f32], g: &mut [f32], sq: &mut [f32], h: &Rmsprop) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU has AVX-512F.
-            return unsafe { rmsprop_avx512(p, g, sq, h) };
-        }
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU has AVX2.
-            return unsafe { rmsprop_avx2(p, g, sq, h) };
-        }
-    }
-    rmsprop_loop(p, g, sq, h)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-fn rmsprop_avx512(p: &mut [f32], g: &mut [f32], sq: &mut [f32], h: &Rmsprop) {
-    rmsprop_loop(p, g, sq, h)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-fn rmsprop_avx2(p: &mut [f32], g: &mut [f32], sq: &mut [f32], h: &Rmsprop) {
-    rmsprop_loop(p, g, sq, h)
 }
 
 /// Each element as libtorch's ops compute it, in their order (no fused multiply-add):
@@ -194,13 +184,14 @@ fn rmsprop_loop(p: &mut [f32], g: &mut [f32], sq: &mut [f32], h: &Rmsprop) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tch::{Device, Kind};
 
     #[test]
     fn our_optimizers_match_libtorchs() {
         use tch::nn;
-        use tch::nn::OptimizerConfig;
+        use tch::nn::OptimizerConfig as _;
         for kind in [OptimizerKind::Rmsprop, OptimizerKind::Adam] {
-            let cfg = DqnConfig { optimizer: kind, lr: 0.01, ..Default::default() };
+            let cfg = OptimizerConfig { kind, lr: 0.01, ..Default::default() };
             let init = Tensor::from_slice(&[1.0f32, -2.0, 0.5, 3.0]);
             let make = || {
                 let vs = nn::VarStore::new(Device::Cpu);
@@ -214,12 +205,13 @@ mod tests {
                 OptimizerKind::Adam => nn::Adam::default().build(&vs_ref, 0.01).unwrap(),
             };
             let (_vs, mut p) = make();
-            let mut ours = Optimizer::new(kind, &p);
+            let mut ours = Optimizer::new(cfg, &p);
             for _ in 0..10 {
                 reference.backward_step(&loss(&p_ref));
                 p.zero_grad();
                 loss(&p).backward();
-                tch::no_grad(|| ours.step(&cfg, &p, &p.grad(), None));
+                let mut g = p.grad();
+                tch::no_grad(|| ours.step(&mut p, &mut g, None));
             }
             let (a, b) = (Vec::<f32>::try_from(&p).unwrap(), Vec::<f32>::try_from(&p_ref).unwrap());
             for (x, y) in a.iter().zip(&b) {
@@ -231,19 +223,19 @@ mod tests {
 
     #[test]
     fn rmsprop_in_one_pass_computes_what_the_tensor_ops_do() {
-        let cfg = DqnConfig { lr: 1e-3, ..Default::default() };
+        let cfg = OptimizerConfig { lr: 1e-3, ..Default::default() };
         let n = 100_003; // not a multiple of any vector width: the tail runs too
         let start = Tensor::randn([n], (Kind::Float, Device::Cpu));
-        let (p_ops, p_host) = (start.copy(), start.copy());
-        let (mut ops, mut host) = (Optimizer::new(OptimizerKind::Rmsprop, &p_ops), Optimizer::new(OptimizerKind::Rmsprop, &p_host));
+        let (p_ops, mut p_host) = (start.copy(), start.copy());
+        let (mut ops, mut host) = (Optimizer::new(cfg, &p_ops), Optimizer::new(cfg, &p_host));
         for step in 0..5 {
             // Some exact zeros (a dead ReLU's gradient) among the values.
             let g = Tensor::randn([n], (Kind::Float, Device::Cpu)) * Tensor::rand([n], (Kind::Float, Device::Cpu)).gt(0.1);
-            let (g_ops, g_host) = (g.copy(), g.copy());
+            let (g_ops, mut g_host) = (g.copy(), g.copy());
             let scale = Tensor::from(0.25f32 + step as f32 * 0.2);
             let _ = g_ops.shallow_clone().g_mul_(&scale);
-            ops.step_tensors(&cfg, &p_ops, &g_ops);
-            host.step(&cfg, &p_host, &g_host, Some(&scale));
+            ops.step_tensors(&p_ops, &g_ops);
+            host.step(&mut p_host, &mut g_host, Some(&scale));
             assert!(g_host.allclose(&g_ops, 0.0, 0.0, false), "step {step}: the gradient left behind is the scaled one");
             for (what, a, b) in [("square_avg", &host.slots[0], &ops.slots[0]), ("parameters", &p_host, &p_ops)] {
                 let worst = f64::try_from((a - b).abs().max()).unwrap();
@@ -259,11 +251,11 @@ mod tests {
     fn subnormals_are_flushed_inside_the_loop_only() {
         // A gradient of 1e-20 adds 1e-20 * (1e-20 * 0.01) = 1e-42 to its running average,
         // a subnormal in f32: flushed, the average stays 0. A normal one beside it is kept.
-        let cfg = DqnConfig { lr: 1e-3, ..Default::default() };
-        let p = Tensor::zeros([2], (Kind::Float, Device::Cpu));
-        let mut opt = Optimizer::new(OptimizerKind::Rmsprop, &p);
-        let g = Tensor::from_slice(&[1e-20f32, 0.5]);
-        opt.step(&cfg, &p, &g, None);
+        let cfg = OptimizerConfig { lr: 1e-3, ..Default::default() };
+        let mut p = Tensor::zeros([2], (Kind::Float, Device::Cpu));
+        let mut opt = Optimizer::new(cfg, &p);
+        let mut g = Tensor::from_slice(&[1e-20f32, 0.5]);
+        opt.step(&mut p, &mut g, None);
         let sq = Vec::<f32>::try_from(&opt.slots[0]).unwrap();
         let expect = 0.5 * (0.5 * (1.0 - cfg.rmsprop_alpha) as f32); // the loop's order
         assert_eq!(sq[0], 0.0, "the subnormal square is flushed to zero");

@@ -16,6 +16,8 @@
 //!   Pad ──► Emulator::step ──► RAM (big-endian, real addresses) ──► RamView ──► agent
 //! ```
 
+#![deny(unsafe_code)]
+
 pub mod dolphin;
 pub mod emulator;
 pub mod melee;

@@ -41,11 +41,14 @@
 //! run's series, episodes and evaluations in SQLite, across restarts), [`metrics`]
 //! (Prometheus, with the same words: accepted, inserted, sampled, trained), [`live`]
 //! (live matches fanned out to browsers), [`launch`] (`shine-manager launch-script`),
-//! [`priority`] (the device thread's scheduling priority), [`bench`](mod@bench) (the paper's
+//! [`priority`] (the device thread's scheduling priority: the one module here allowed
+//! `unsafe`), [`bench`](mod@bench) (the paper's
 //! Table 1 and Figure 3 in one run).
 //!
 //! The JSON messages and the upload format the API speaks are defined once, in
 //! `shine_agent::protocol` and `shine_agent::experience`.
+
+#![deny(unsafe_code)]
 
 pub mod bench;
 pub mod checkpoint;

@@ -1,6 +1,8 @@
 //! `shine-manager`: parse the configuration, set up logging, run the service (or, with
 //! `launch-script`, print the commands that start a worker fleet).
 
+#![deny(unsafe_code)]
+
 use anyhow::Context;
 use clap::Parser;
 use shine_manager::config::{Cli, Command};

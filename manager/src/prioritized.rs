@@ -27,8 +27,11 @@
 //! third of the lean train step; as loops it adds 7 to 11 % on the Intel VM
 //! (`docs/benchmarks.md`). The
 //! random numbers still come from libtorch, and a test checks that both ways draw the
-//! same rows from them and leave the same priorities.
+//! same rows from them and leave the same priorities. The loops see the tensors' memory
+//! through `shine_agent::hostmem` (`host`, `host_mut` here), whose `# Safety` they keep:
+//! the tensors are this struct's own, never handed out or shallow-cloned.
 
+use shine_agent::hostmem::{f32_slice as host, f32_slice_mut as host_mut};
 use tch::{Device, Kind, Tensor};
 
 /// Rows per block: the second-level `searchsorted` scans `batch x BLOCK` values, the
@@ -276,23 +279,6 @@ fn sum_and_min(row: &[f32]) -> (f64, f32) {
     let sum = sums.iter().chain(rest).map(|&x| x as f64).sum();
     let min = mins.iter().chain(rest).copied().filter(|&x| x > 0.0).fold(f32::INFINITY, f32::min);
     (sum, min)
-}
-
-/// The elements of one of this module's contiguous f32 CPU tensors.
-fn host(t: &Tensor) -> &[f32] {
-    debug_assert!(t.device() == Device::Cpu && t.kind() == Kind::Float && t.is_contiguous());
-    // SAFETY: the tensors read here are contiguous f32 on the CPU (made so by
-    // `Priorities::new` or `Tensor::rand`), and the fields are never handed out by
-    // value or shallow-cloned, so while `&t` lives nothing writes to their storage.
-    unsafe { std::slice::from_raw_parts(t.data_ptr() as *const f32, t.numel()) }
-}
-
-/// [`host`], writable: `&mut` to the field stands for the only handle to its storage.
-fn host_mut(t: &mut Tensor) -> &mut [f32] {
-    debug_assert!(t.device() == Device::Cpu && t.kind() == Kind::Float && t.is_contiguous());
-    // SAFETY: as in `host`; the storage has no other handle, and `&mut t` excludes every
-    // other reference to this one while the slice lives.
-    unsafe { std::slice::from_raw_parts_mut(t.data_ptr() as *mut f32, t.numel()) }
 }
 
 #[cfg(test)]

@@ -8,6 +8,17 @@
 //! `docs/benchmarks.md` measures the difference ("Train steps/s while uploads are
 //! refused"). Raising a priority needs root or `CAP_SYS_NICE`; without them the
 //! thread runs at the default priority and the manager says so once.
+//!
+//! # Safety
+//!
+//! One `unsafe` block, the calls `libc::gettid()` and `libc::setpriority(PRIO_PROCESS,
+//! tid, nice)`. What they need: nothing of our memory (they take and return plain
+//! integers, no pointers), so no argument can break Rust's rules; a value the kernel
+//! refuses is an error return (`EACCES`, `EINVAL`), read from `errno` and handed back.
+//! What we rely on for the effect, not for soundness: on Linux `PRIO_PROCESS` with a
+//! thread id applies to that thread alone (nice values are per thread there), which
+//! the test below checks.
+#![allow(unsafe_code)]
 
 /// Set the calling thread's nice value (-20 highest .. 19 lowest). `Err` says why not.
 #[cfg(target_os = "linux")]

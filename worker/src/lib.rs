@@ -28,6 +28,8 @@
 //! - [`versus`]: `play --human-port`: a person against the bot in Dolphin.
 //! - [`doctor`]: `doctor`: checks a Dolphin setup and says what to fix.
 
+#![deny(unsafe_code)]
+
 pub mod actor;
 pub mod backend;
 pub mod batcher;

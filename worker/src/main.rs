@@ -1,6 +1,8 @@
 //! `shine-worker`: plays Melee (the embedded simulator or Dolphin) with a frozen model
 //! and uploads its gameplay to a Shine manager; also plays and evaluates bots locally.
 
+#![deny(unsafe_code)]
+
 use clap::{Parser, Subcommand};
 use shine_worker::{doctor, play, run, settings};
 use std::io::IsTerminal;

@@ -28,6 +28,7 @@
 //!
 //! **mkfifo.** A plain libc call with a NUL-terminated path we built; no memory is
 //! shared with it.
+#![allow(unsafe_code)]
 
 use std::ffi::CString;
 use std::fs::File;

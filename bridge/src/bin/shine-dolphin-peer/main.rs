@@ -37,6 +37,8 @@
 //! | `no_frames` | create it but never tick (tests "frame counter never moved") |
 //! | `crash_after` | abort after this many frames of play (tests "Dolphin died") |
 
+#![deny(unsafe_code)]
+
 mod layout;
 mod menus;
 
