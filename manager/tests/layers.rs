@@ -1,0 +1,142 @@
+//! The crates' module graphs, read from the source: no two top-level modules of a
+//! crate import each other, even through others (no import circle), and the manager's
+//! layers are used one way down: `api` -> `run` -> `device` -> `trainer` -> `replay`,
+//! `prioritized`, `registry`, `checkpoint`, `wal` (`manager/src/lib.rs`).
+//!
+//! An edge is any `crate::<module>` path in a module's code (imports and inline paths,
+//! tests included; comments are not code), from the top-level module the file belongs
+//! to. Paths inside one top-level module (its own submodules, `super::`) are not edges.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+
+/// Every `.rs` file under `dir`.
+fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            sources(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The top-level module a source file belongs to (`None` for the crate root and the
+/// binaries' roots).
+fn top_module(src: &Path, file: &Path) -> Option<String> {
+    let rel = file.strip_prefix(src).unwrap();
+    let first = rel.components().next()?.as_os_str().to_string_lossy().into_owned();
+    match first.as_str() {
+        "lib.rs" | "main.rs" | "bin" => None,
+        _ => Some(first.trim_end_matches(".rs").to_string()),
+    }
+}
+
+/// The top-level modules `code` names through `crate::`.
+fn named(code: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for line in code.lines() {
+        let line = line.split("//").next().unwrap_or("");
+        let mut rest = line;
+        while let Some(i) = rest.find("crate::") {
+            let after = &rest[i + "crate::".len()..];
+            let name: String = after.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+            // `use crate::{a, b::c}`: each item of the group.
+            if name.is_empty() && after.starts_with('{') {
+                let group = &after[1..after.find('}').unwrap_or(after.len())];
+                for item in group.split(',') {
+                    let item: String = item.trim().chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+                    if !item.is_empty() {
+                        out.insert(item);
+                    }
+                }
+            } else if !name.is_empty() {
+                out.insert(name);
+            }
+            rest = after;
+        }
+    }
+    out
+}
+
+/// `crate`'s module graph: top-level module -> the top-level modules it names.
+fn graph(krate: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let src = Path::new(ROOT).join(krate).join("src");
+    let mut files = vec![];
+    sources(&src, &mut files);
+    let tops: BTreeSet<String> = files.iter().filter_map(|f| top_module(&src, f)).collect();
+    let mut g: BTreeMap<String, BTreeSet<String>> = tops.iter().map(|t| (t.clone(), BTreeSet::new())).collect();
+    for f in &files {
+        let Some(from) = top_module(&src, f) else { continue };
+        let code = std::fs::read_to_string(f).unwrap();
+        for to in named(&code) {
+            if to != from && tops.contains(&to) {
+                g.get_mut(&from).unwrap().insert(to);
+            }
+        }
+    }
+    g
+}
+
+/// A circle through `start`, if there is one: the modules along it.
+fn circle_through(g: &BTreeMap<String, BTreeSet<String>>, start: &str) -> Option<Vec<String>> {
+    // Depth-first search for a path from start's successors back to start.
+    let mut stack: Vec<(String, Vec<String>)> = g[start].iter().map(|n| (n.clone(), vec![start.to_string(), n.clone()])).collect();
+    let mut seen = BTreeSet::new();
+    while let Some((node, path)) = stack.pop() {
+        if node == start {
+            return Some(path);
+        }
+        if !seen.insert(node.clone()) {
+            continue;
+        }
+        for next in g.get(&node).into_iter().flatten() {
+            let mut p = path.clone();
+            p.push(next.clone());
+            stack.push((next.clone(), p));
+        }
+    }
+    None
+}
+
+#[test]
+fn no_crate_has_an_import_circle() {
+    for krate in ["bridge", "agent", "worker", "manager"] {
+        let g = graph(krate);
+        assert!(g.len() > 3, "{krate}: read its modules: {g:?}");
+        for m in g.keys() {
+            if let Some(circle) = circle_through(&g, m) {
+                panic!("{krate}: the modules {} import each other", circle.join(" -> "));
+            }
+        }
+    }
+}
+
+#[test]
+fn the_managers_layers_are_used_one_way_down() {
+    let g = graph("manager");
+    // Lower layers first; a module may use its own layer's and those below.
+    let layers: [&[&str]; 5] = [&["replay", "prioritized", "registry", "checkpoint", "wal"], &["trainer"], &["device"], &["run"], &["api"]];
+    let layer_of = |m: &str| layers.iter().position(|l| l.contains(&m));
+    for (from, tos) in &g {
+        let Some(lf) = layer_of(from) else { continue };
+        for to in tos {
+            if let Some(lt) = layer_of(to) {
+                assert!(lt <= lf, "{from} (layer {lf}) uses {to} (layer {lt}): the layers are api -> run -> device -> trainer -> replay");
+            }
+        }
+    }
+    // Below the API nothing knows of HTTP or of the state the handlers share.
+    for m in ["run", "device", "trainer", "replay", "prioritized", "registry", "checkpoint", "wal"] {
+        for up in ["api", "state", "error", "server"] {
+            assert!(!g[m].contains(up), "{m} uses {up}");
+        }
+    }
+    // And the graph read is the real one: the edges the layers are made of are there.
+    for (from, to) in [("api", "run"), ("run", "device"), ("device", "trainer"), ("trainer", "replay"), ("trainer", "registry")] {
+        assert!(g[from].contains(to), "{from} -> {to} not found: {g:?}");
+    }
+}
