@@ -33,6 +33,18 @@ PY
     touch "$stamp"
 fi
 
+# The CUDA headers PyTorch's CUDA wheels leave out, which PyTorch's own CUDA headers
+# include: the C runtime's (crt/host_config.h, 134 kB) and CCCL's (nv/target, 3 MB).
+# manager/build.rs compiles the CUDA-graph shim against them. Headers only, pinned to
+# the CUDA 13.0 of the wheel's own nvidia-cuda-runtime.
+CUDA_HEADERS=(nvidia-cuda-crt==13.0.88 nvidia-cuda-cccl==13.0.85)
+headers_stamp="$venv/.shine-cuda-headers-13.0"
+if [[ ! -f "$headers_stamp" ]]; then
+    echo "==> installing the CUDA headers PyTorch's wheel leaves out (${CUDA_HEADERS[*]})" >&2
+    "$venv/bin/pip" install --disable-pip-version-check --progress-bar off --no-deps "${CUDA_HEADERS[@]}" >&2
+    touch "$headers_stamp"
+fi
+
 # ./.venv is the project's view of its environment (ignored by git).
 if [[ "$(readlink "$root/.venv" 2>/dev/null)" != "$venv" ]]; then
     rm -rf "$root/.venv"

@@ -553,6 +553,17 @@ impl Learner {
     /// prioritized replay's importance weights); the output then carries the rows'
     /// |TD errors|. `None` is the plain step.
     pub fn train_step_weighted(&mut self, batch: &Tensor, weights: Option<&Tensor>) -> TrainOutput {
+        let out = self.device_step(batch, weights);
+        self.finish_step();
+        out
+    }
+
+    /// [`Learner::train_step_weighted`]'s device work alone: forward, target, loss,
+    /// backward, clipping, the optimizer's update, the published average. It only
+    /// queues kernels (no read-back, no host decision on a device value), so it can be
+    /// captured once as a CUDA graph and replayed; each replay, or each call, is then
+    /// counted with [`Learner::finish_step`].
+    pub fn device_step(&mut self, batch: &Tensor, weights: Option<&Tensor>) -> TrainOutput {
         let rows = batch.size()[0];
         let Columns { states, actions, rewards, next_states, terminal } = Columns::of(batch);
 
@@ -606,19 +617,25 @@ impl Learner {
         // clip_coef <= 1 always: multiplying by it is a no-op when under the limit, so
         // no branch on the (device-resident) norm is needed. The optimizer applies it.
         let clip_coef = (self.cfg.max_grad_norm > 0.0).then(|| ((&grad_norm + 1e-6).reciprocal() * self.cfg.max_grad_norm).clamp_max(1.0));
-        self.optimizer.step(&mut self.online.flat, &mut self.grad, clip_coef.as_ref());
+        self.optimizer.apply(&mut self.online.flat, &mut self.grad, clip_coef.as_ref());
         if let Some(average) = &mut self.average {
             // Polyak averaging of the iterates: the online weights of two nearby steps
             // can act very differently (one published model survives 9 of 30 matches,
             // the next 21 of 21); their average moves as slowly as the learning does.
             let _ = average.flat.lerp_(&self.online.flat, self.cfg.publish_average_tau);
         }
+        TrainOutput { loss, mean_q: q_taken.mean(Kind::Float), grad_norm, td_abs }
+    }
 
+    /// The host's part of a train step, after its device work: count it (the learner's
+    /// and the optimizer's step), and copy the online weights into the target net when
+    /// the sync is due (one copy kernel, outside any graph).
+    pub fn finish_step(&mut self) {
+        self.optimizer.count_step();
         self.step += 1;
         if self.step.is_multiple_of(self.cfg.target_sync_every) {
             self.sync_target();
         }
-        TrainOutput { loss, mean_q: q_taken.mean(Kind::Float), grad_norm, td_abs }
     }
 
     /// Each row's |TD error| under the target network alone, `[B]`: `|r + gamma^n (1 -

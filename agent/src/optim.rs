@@ -79,8 +79,17 @@ impl Optimizer {
     /// One update of the flat parameter buffer `p` with the gradient `g`, first
     /// multiplied in place by `scale` (a scalar tensor: the clipping coefficient), so
     /// that afterwards `g` holds the gradient applied. Call under `no_grad` if `p` is
-    /// tracked by autograd. `p`, `g` and the slots are three distinct buffers.
+    /// tracked by autograd. `p`, `g` and the slots are three distinct buffers. (The
+    /// learner applies and counts apart: [`Optimizer::apply`], [`Optimizer::count_step`].)
+    #[cfg(test)]
     pub(crate) fn step(&mut self, p: &mut Tensor, g: &mut Tensor, scale: Option<&Tensor>) {
+        self.apply(p, g, scale);
+        self.count_step();
+    }
+
+    /// [`Optimizer::step`]'s update without counting it: device work only, which is
+    /// what a captured CUDA graph replays; the count is [`Optimizer::count_step`]'s.
+    pub(crate) fn apply(&mut self, p: &mut Tensor, g: &mut Tensor, scale: Option<&Tensor>) {
         let host = [&*p, &*g, &self.slots[0]].into_iter().all(hostmem::is_host_f32);
         if self.kind() == OptimizerKind::Rmsprop && host {
             // On the CPU reading the scalar is a load, not a wait for a device.
@@ -94,9 +103,13 @@ impl Optimizer {
         }
     }
 
+    /// Count one update applied (Adam's bias correction reads the count).
+    pub(crate) fn count_step(&mut self) {
+        self.steps += 1;
+    }
+
     /// The update in tensor ops, on any device.
     fn step_tensors(&mut self, p: &Tensor, g: &Tensor) {
-        self.steps += 1;
         let cfg = self.cfg;
         match cfg.kind {
             OptimizerKind::Rmsprop => {
@@ -109,7 +122,8 @@ impl Optimizer {
             }
             OptimizerKind::Adam => {
                 let (b1, b2) = cfg.adam_betas;
-                let t = self.steps as i32;
+                // This update's number: the ones counted so far, and this one.
+                let t = (self.steps + 1) as i32;
                 let (bc1, bc2) = (1.0 - b1.powi(t), 1.0 - b2.powi(t));
                 let (m, v) = self.slots.split_at_mut(1);
                 let (m, v) = (&mut m[0], &mut v[0]);
@@ -124,7 +138,6 @@ impl Optimizer {
     /// RMSProp as [`Optimizer::step_tensors`] computes it, in one pass over host memory
     /// (contiguous f32 CPU tensors, checked by the caller and again by `hostmem`).
     fn rmsprop_host(&mut self, p: &mut Tensor, g: &mut Tensor, scale: f32) {
-        self.steps += 1;
         let cfg = self.cfg;
         // The constants as libtorch rounds its scalar operands: to the tensors' f32.
         let (alpha, lr, eps) = (cfg.rmsprop_alpha, cfg.lr, cfg.eps);
@@ -235,6 +248,7 @@ mod tests {
             let scale = Tensor::from(0.25f32 + step as f32 * 0.2);
             let _ = g_ops.shallow_clone().g_mul_(&scale);
             ops.step_tensors(&p_ops, &g_ops);
+            ops.count_step();
             host.step(&mut p_host, &mut g_host, Some(&scale));
             assert!(g_host.allclose(&g_ops, 0.0, 0.0, false), "step {step}: the gradient left behind is the scaled one");
             for (what, a, b) in [("square_avg", &host.slots[0], &ops.slots[0]), ("parameters", &p_host, &p_ops)] {

@@ -13,7 +13,8 @@
 //!    limiter, train step, publishing, checkpoints.
 //! 5. [`replay`] (in-GPU replay and the in-RAM baseline) with [`prioritized`];
 //!    [`registry`] (published models on disk); [`checkpoint`]; [`wal`] (the
-//!    write-ahead log of accepted uploads); and `shine_agent::dqn` (the Dueling DQN).
+//!    write-ahead log of accepted uploads); [`cuda_graph`] (a train step captured and
+//!    replayed as one CUDA graph); and `shine_agent::dqn` (the Dueling DQN).
 //!
 //! One upload, top to bottom:
 //! ```text
@@ -41,8 +42,8 @@
 //! run's series, episodes and evaluations in SQLite, across restarts), [`metrics`]
 //! (Prometheus, with the same words: accepted, inserted, sampled, trained), [`live`]
 //! (live matches fanned out to browsers), [`launch`] (`shine-manager launch-script`),
-//! [`priority`] (the device thread's scheduling priority: the one module here allowed
-//! `unsafe`), [`bench`](mod@bench) (the paper's
+//! [`priority`] (the device thread's scheduling priority: with [`cuda_graph`]'s FFI, the
+//! modules here allowed `unsafe`), [`bench`](mod@bench) (the paper's
 //! Table 1 and Figure 3 in one run).
 //!
 //! The JSON messages and the upload format the API speaks are defined once, in
@@ -52,6 +53,7 @@
 
 pub mod bench;
 pub mod checkpoint;
+pub mod cuda_graph;
 pub mod device;
 pub mod prioritized;
 pub mod priority;

@@ -85,6 +85,12 @@ pub struct TrainerConfig {
     /// libtorch's barriers while a worker or the HTTP server holds the other core made a
     /// train step 11 times slower on a 2-core machine (docs/benchmarks.md).
     pub threads: usize,
+    /// Replay the train step as one CUDA graph (`crate::cuda_graph`): the sample from
+    /// the device replay, forward, backward, clipping and the optimizer's update
+    /// launched with one call instead of a few hundred. Unset: on for a CUDA device
+    /// where it applies (the device replay, uniform sampling, RMSProp), off elsewhere.
+    /// `true` where it cannot apply is an error that says why.
+    pub cuda_graph: Option<bool>,
 }
 
 impl Default for TrainerConfig {
@@ -102,6 +108,7 @@ impl Default for TrainerConfig {
             device: "auto".into(),
             nice: -10,
             threads: 1,
+            cuda_graph: None,
         }
     }
 }
@@ -294,6 +301,40 @@ fn model_meta(actions: ActionSet, version: u64, train_step: u64) -> ModelMeta {
     m
 }
 
+/// Whether the train step can be one CUDA graph, or why not ([`TrainerConfig::cuda_graph`]).
+pub fn graph_applies(device: tch::Device, replay: &ReplayConfig, dqn: &DqnConfig) -> Result<(), String> {
+    if !device.is_cuda() {
+        return Err(format!("it needs a CUDA device (the device is {device:?})"));
+    }
+    if !crate::cuda_graph::BUILT {
+        return Err("this build of shine-manager has no CUDA graph support (its PyTorch had no CUDA headers at build time)".into());
+    }
+    if replay.kind != ReplayKind::Device {
+        return Err("it needs the device replay ([replay] kind = \"device\"): the in-RAM replay samples on the host".into());
+    }
+    if replay.sampling != Sampling::Uniform {
+        return Err("prioritized sampling is not captured yet (its importance weights follow a host schedule): use [replay] sampling = \"uniform\"".into());
+    }
+    if dqn.optimizer != shine_agent::dqn::OptimizerKind::Rmsprop {
+        return Err("Adam's bias correction is a host number that changes every step: use [dqn] optimizer = \"rmsprop\"".into());
+    }
+    Ok(())
+}
+
+/// A train step captured as a CUDA graph, with what it reads that a replay cannot
+/// change.
+struct GraphStep {
+    graph: crate::cuda_graph::CudaGraph,
+    /// The step's outputs, in the graph's memory: rewritten by each replay.
+    out: shine_agent::dqn::TrainOutput,
+    /// The replay's length when captured: the bound `randint` was recorded with.
+    replay_len: usize,
+}
+
+/// Eager steps before the first capture: libtorch and cuBLAS set themselves up on the
+/// first steps (PyTorch's `torch.cuda.graph` warms up likewise).
+const GRAPH_WARMUP_STEPS: u64 = 3;
+
 /// One run's learner, replay, rate limiter and counters; owned by the device thread.
 pub struct RunTrainer {
     name: String,
@@ -302,6 +343,11 @@ pub struct RunTrainer {
     actions: ActionSet,
     learner: Learner,
     replay: Replay,
+    /// Whether train steps are replayed as a CUDA graph ([`TrainerConfig::cuda_graph`]).
+    use_graph: bool,
+    graph: Option<GraphStep>,
+    /// Steps taken eagerly so far (the warm-up before the first capture).
+    eager_steps: u64,
     /// The `[replay]` settings: the prioritized sampling's beta schedule.
     replay_cfg: ReplayConfig,
     /// Its live numbers, kept up to date here; the device layer shows them.
@@ -330,6 +376,11 @@ impl RunTrainer {
         }
         let Restore { data_dir, rows, highest_published } = restore;
         let data_dir = data_dir.as_path();
+        let use_graph = match (cfg.cuda_graph, graph_applies(device, &replay_cfg, &dqn_cfg)) {
+            (Some(true), Err(why)) => bail!("[trainer] cuda_graph = true, but {why}; set cuda_graph = false, or leave it out"),
+            (Some(false), _) | (None, Err(_)) => false,
+            (_, Ok(())) => true,
+        };
         let mut learner = Learner::new(&dqn_cfg, actions.len(), device)?;
         let mut replay = Replay::new(&replay_cfg, device)?;
         // Rows restored from the log are not counted as inserts: they were counted when
@@ -419,6 +470,9 @@ impl RunTrainer {
             actions,
             learner,
             replay,
+            use_graph,
+            graph: None,
+            eager_steps: 0,
             replay_cfg,
             stats,
             publish,
@@ -507,12 +561,18 @@ impl RunTrainer {
     /// layer shows them then).
     pub fn train_step(&mut self) -> anyhow::Result<bool> {
         let batch_size = self.learner.config().batch_size;
-        let sampled = self.replay.sample(batch_size, self.replay_cfg.beta_at(self.learner.step))?;
-        let weights = sampled.drawn.as_ref().map(|d| &d.weights);
-        let out = self.learner.train_step_weighted(&sampled.rows, weights);
-        if let (Some(drawn), Some(td_abs)) = (&sampled.drawn, &out.td_abs) {
-            self.replay.update_priorities(drawn, td_abs);
-        }
+        let out = if self.use_graph && self.eager_steps >= GRAPH_WARMUP_STEPS {
+            self.graph_step()?
+        } else {
+            self.eager_steps += 1;
+            let sampled = self.replay.sample(batch_size, self.replay_cfg.beta_at(self.learner.step))?;
+            let weights = sampled.drawn.as_ref().map(|d| &d.weights);
+            let out = self.learner.train_step_weighted(&sampled.rows, weights);
+            if let (Some(drawn), Some(td_abs)) = (&sampled.drawn, &out.td_abs) {
+                self.replay.update_priorities(drawn, td_abs);
+            }
+            out
+        };
         self.limiter.sampled(batch_size as u64);
         self.counters.transitions_sampled += batch_size as u64;
         self.counters.train_step = self.learner.step;
@@ -549,6 +609,31 @@ impl RunTrainer {
             }
         }
         Ok(read_back || publish)
+    }
+
+    /// One step as a replay of the captured graph: sample and update, launched at once.
+    /// (Re)captured first when there is none yet, or when the replay's length changed
+    /// since (a block was written while it filled: the draw's bound is recorded in the
+    /// graph); once the ring is full it never changes.
+    fn graph_step(&mut self) -> anyhow::Result<shine_agent::dqn::TrainOutput> {
+        let len = self.replay.len();
+        if self.graph.as_ref().is_none_or(|g| g.replay_len != len) {
+            self.graph = None; // its memory goes back before the new capture takes some
+            let tch::Device::Cuda(index) = self.learner.device() else { bail!("a CUDA graph on {:?}", self.learner.device()) };
+            let batch_size = self.learner.config().batch_size;
+            let mut graph = crate::cuda_graph::CudaGraph::new()?;
+            let (replay, learner) = (&mut self.replay, &mut self.learner);
+            let out = graph.capture(index, || -> anyhow::Result<_> {
+                let sampled = replay.sample(batch_size, 1.0)?;
+                Ok(learner.device_step(&sampled.rows, None))
+            })??;
+            self.graph = Some(GraphStep { graph, out, replay_len: len });
+        }
+        let g = self.graph.as_mut().expect("captured above");
+        g.graph.replay()?;
+        self.learner.finish_step();
+        let o = &g.out;
+        Ok(shine_agent::dqn::TrainOutput { loss: o.loss.shallow_clone(), mean_q: o.mean_q.shallow_clone(), grad_norm: o.grad_norm.shallow_clone(), td_abs: None })
     }
 
     fn publish(&mut self) -> anyhow::Result<()> {
@@ -611,6 +696,7 @@ pub(crate) mod tests {
             device: "cpu".into(),
             nice: 0,
             threads: 1,
+            cuda_graph: None,
         };
         (t, ReplayConfig { capacity: 1000, update_size: 10, ..Default::default() }, DqnConfig { batch_size: 8, ..Default::default() })
     }
@@ -692,4 +778,114 @@ pub(crate) mod tests {
         assert!(t.validate(&r).is_ok());
     }
 
+
+    #[test]
+    fn cuda_graph_true_where_it_cannot_apply_is_an_error_naming_the_key() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (mut t, r, d) = small();
+        t.cuda_graph = Some(true);
+        let setup = |t: TrainerConfig, r: ReplayConfig, d: DqnConfig| RunSetup {
+            name: "default".into(),
+            weight: 1.0,
+            trainer: t,
+            replay: r,
+            dqn: d,
+            actions: ActionSet::Untouchable,
+            restore: Restore { data_dir: tmp.path().into(), ..Default::default() },
+        };
+        let err = RunTrainer::build(setup(t.clone(), r.clone(), d.clone()), tch::Device::Cpu, Box::new(|_| {})).err().expect("refused").to_string();
+        assert!(err.contains("[trainer] cuda_graph = true") && err.contains("needs a CUDA device") && err.contains("cuda_graph = false"), "{err}");
+        // Unset (or false) on the CPU: eager steps, as before.
+        for off in [None, Some(false)] {
+            let t = TrainerConfig { cuda_graph: off, ..t.clone() };
+            let mut run = RunTrainer::build(setup(t, r.clone(), d.clone()), tch::Device::Cpu, Box::new(|_| {})).unwrap();
+            run.ingest(batch(120, 0)).unwrap();
+            run.train_step().unwrap();
+            assert!(!run.use_graph && run.graph.is_none() && run.learner.step == 1, "{off:?}");
+        }
+        // What keeps a CUDA device from graphs is said too (here, on any machine).
+        let cuda = tch::Device::Cuda(0);
+        assert!(graph_applies(cuda, &ReplayConfig { kind: ReplayKind::Host, ..r.clone() }, &d).is_err_and(|e| e.contains("device replay") || e.contains("no CUDA graph support")));
+        let adam = DqnConfig { optimizer: shine_agent::dqn::OptimizerKind::Adam, ..d.clone() };
+        assert!(graph_applies(cuda, &r, &adam).is_err_and(|e| e.contains("Adam") || e.contains("no CUDA graph support")));
+    }
+}
+
+/// CUDA graphs on a real GPU: `scripts/gpu-check.sh` runs these (`cargo test --
+/// --ignored graph_`); without a GPU they are ignored.
+#[cfg(test)]
+mod graph_tests {
+    use super::tests::{batch, small};
+    use super::*;
+    use crate::cuda_graph::CudaGraph;
+
+    fn cuda() -> tch::Device {
+        assert!(tch::Cuda::is_available(), "these tests need a CUDA device (scripts/gpu-check.sh)");
+        tch::Device::Cuda(0)
+    }
+
+    #[test]
+    #[ignore = "needs a CUDA device: scripts/gpu-check.sh runs it"]
+    fn graph_step_equals_the_eager_step_over_20_steps() {
+        let device = cuda();
+        for batch_size in [32usize, 128] {
+            let cfg = DqnConfig { batch_size, target_sync_every: 7, ..Default::default() };
+            tch::manual_seed(11);
+            let mut eager = Learner::new(&cfg, 5, device).unwrap();
+            tch::manual_seed(11);
+            let mut graphed = Learner::new(&cfg, 5, device).unwrap();
+            // The same 20 batches for both; the graph reads its batch from one static
+            // tensor, refilled before each replay.
+            let batches: Vec<Tensor> = (0..20).map(|i| Tensor::from_slice(&batch(batch_size, i).data).view([batch_size as i64, 57]).to_device(device)).collect();
+            let mut input = batches[0].copy();
+            for b in batches.iter().take(GRAPH_WARMUP_STEPS as usize) {
+                eager.train_step(b);
+                graphed.train_step(b);
+            }
+            let mut graph = CudaGraph::new().unwrap();
+            let out = graph.capture(0, || graphed.device_step(&input, None)).unwrap();
+            for (i, b) in batches.iter().enumerate().skip(GRAPH_WARMUP_STEPS as usize) {
+                let e = eager.train_step(b);
+                input.copy_(b);
+                graph.replay().unwrap();
+                graphed.finish_step();
+                let (le, lg) = (f64::try_from(&e.loss).unwrap(), f64::try_from(&out.loss).unwrap());
+                assert!((le - lg).abs() <= 1e-5 * le.abs().max(1.0), "batch {batch_size}, step {i}: loss eager {le}, graph {lg}");
+            }
+            assert_eq!((eager.step, eager.optimizer_steps()), (graphed.step, graphed.optimizer_steps()));
+            for (a, b) in eager.state_tensors().iter().zip(graphed.state_tensors()) {
+                let worst = f64::try_from((&a.1 - &b.1).abs().max()).unwrap();
+                assert!(worst < 1e-4, "batch {batch_size}: {} differs by {worst} after 20 steps", a.0);
+            }
+        }
+    }
+
+    #[test]
+    #[ignore = "needs a CUDA device: scripts/gpu-check.sh runs it"]
+    fn a_run_on_cuda_trains_by_graph_replays_and_recaptures_as_the_replay_grows() {
+        let device = cuda();
+        let tmp = tempfile::tempdir().unwrap();
+        let (mut t, mut r, d) = small();
+        t.device = "cuda".into();
+        t.samples_per_insert = 0.0;
+        r.update_size = 50;
+        let setup = RunSetup { name: "default".into(), weight: 1.0, trainer: t, replay: r, dqn: d, actions: ActionSet::Untouchable, restore: Restore { data_dir: tmp.path().into(), ..Default::default() } };
+        let mut run = RunTrainer::build(setup, device, Box::new(|_| {})).unwrap();
+        assert!(run.use_graph, "on by default on CUDA with the device replay, uniform, RMSProp");
+        run.ingest(batch(150, 0)).unwrap();
+        for _ in 0..20 {
+            run.train_step().unwrap();
+        }
+        let first = run.graph.as_ref().expect("captured after the warm-up").replay_len;
+        assert_eq!(first, 150);
+        run.ingest(batch(50, 1)).unwrap();
+        for _ in 0..20 {
+            run.train_step().unwrap();
+        }
+        assert_eq!(run.graph.as_ref().unwrap().replay_len, 200, "re-captured for the longer replay");
+        run.count_steps();
+        assert_eq!(run.stats().train_steps, 40);
+        let loss = f64::try_from(&run.graph.as_ref().unwrap().out.loss).unwrap();
+        assert!(loss.is_finite(), "{loss}");
+    }
 }

@@ -1,0 +1,113 @@
+// A CUDA graph of libtorch work, for Rust: tch 0.24 does not expose
+// at::cuda::CUDAGraph, so this small shim does (compiled by manager/build.rs against
+// the installed PyTorch's headers, as torch-sys compiles its own wrapper). The Rust
+// side is manager/src/cuda_graph.rs; read it first.
+//
+// Capture happens on a side stream (CUDA cannot capture the legacy default stream),
+// made current for the calling thread between begin and end, so every libtorch op the
+// thread issues meanwhile is recorded, not run. The side stream waits for the current
+// stream before the capture and the current stream waits for it after, as PyTorch's
+// torch.cuda.graph context manager does. Replays run on the calling thread's current
+// stream, in order with the rest of its work.
+//
+// No C++ exception crosses into Rust: every entry point catches and returns the
+// message (0 on success).
+
+#include <ATen/cuda/CUDAGraph.h>
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace {
+
+struct Graph {
+  at::cuda::CUDAGraph graph;
+  // The stream that was current before the capture, restored after it.
+  std::optional<c10::cuda::CUDAStream> previous;
+  std::optional<c10::cuda::CUDAStream> side;
+};
+
+int fail(char* err, size_t len, const char* what) {
+  if (err != nullptr && len > 0) {
+    std::strncpy(err, what, len - 1);
+    err[len - 1] = '\0';
+  }
+  return 1;
+}
+
+template <typename F>
+int guarded(char* err, size_t len, F&& f) {
+  try {
+    f();
+    return 0;
+  } catch (const std::exception& e) {
+    return fail(err, len, e.what());
+  } catch (...) {
+    return fail(err, len, "unknown C++ exception");
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+void* shine_cuda_graph_new(char* err, size_t len) {
+  Graph* g = nullptr;
+  guarded(err, len, [&] { g = new Graph(); });
+  return g;
+}
+
+void shine_cuda_graph_free(void* g) { delete static_cast<Graph*>(g); }
+
+int shine_cuda_graph_capture_begin(void* handle, int device, char* err, size_t len) {
+  return guarded(err, len, [&] {
+    auto* g = static_cast<Graph*>(handle);
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+    auto current = c10::cuda::getCurrentCUDAStream();
+    auto side = c10::cuda::getStreamFromPool(false, static_cast<c10::DeviceIndex>(device));
+    // The side stream starts after everything queued so far.
+    at::cuda::CUDAEvent ready;
+    ready.record(current);
+    ready.block(side);
+    g->previous = current;
+    g->side = side;
+    c10::cuda::setCurrentCUDAStream(side);
+    g->graph.capture_begin();
+  });
+}
+
+int shine_cuda_graph_capture_end(void* handle, char* err, size_t len) {
+  return guarded(err, len, [&] {
+    auto* g = static_cast<Graph*>(handle);
+    if (!g->previous || !g->side) {
+      throw std::runtime_error("capture_end without capture_begin");
+    }
+    auto restore = [&] {
+      c10::cuda::setCurrentCUDAStream(*g->previous);
+      at::cuda::CUDAEvent done;
+      done.record(*g->side);
+      done.block(*g->previous);
+      g->previous.reset();
+      g->side.reset();
+    };
+    try {
+      g->graph.capture_end();
+    } catch (...) {
+      restore();
+      throw;
+    }
+    restore();
+  });
+}
+
+int shine_cuda_graph_replay(void* handle, char* err, size_t len) {
+  return guarded(err, len, [&] { static_cast<Graph*>(handle)->graph.replay(); });
+}
+
+}  // extern "C"

@@ -1,0 +1,163 @@
+//! CUDA graphs of libtorch work: record a sequence of ops once, then launch all of it
+//! with one call. For a network this small, a train step on a GPU costs the time to
+//! launch its few hundred kernels, not to run them; a graph replay launches them all at
+//! once (Parr's "no input from the host" taken one step further).
+//!
+//! ```text
+//! let mut g = CudaGraph::new()?;
+//! g.capture(device, || { /* tch ops: recorded, not run */ })?;
+//! g.replay()?;   // runs what was recorded, on the same memory
+//! ```
+//!
+//! What a captured region may do (PyTorch's rules for `torch.cuda.graph`): only device
+//! work, nothing that reads back to the host (no `f64::try_from`, no `.item()`), no
+//! decision on the host that depends on a device value; tensors it reads and writes must
+//! keep their memory between replays (parameters updated in place, a replay ring
+//! written with `copy_`), and the tensors it creates live in the graph's own memory
+//! pool: keep their handles from the capture and read them after each replay. Random
+//! ops draw from PyTorch's CUDA generator, which graph capture makes replay-safe (each
+//! replay draws new numbers). Host values baked into the recorded kernels (a bound of
+//! `randint`, a learning rate, a step count) stay as they were at the capture:
+//! re-capture when one changes.
+//!
+//! The graph itself is PyTorch's `at::cuda::CUDAGraph`, through the C++ shim in
+//! `cuda_graph.cpp` that `build.rs` compiles against the installed PyTorch's headers
+//! where that PyTorch has CUDA (`cfg(shine_cuda_graph)`). Elsewhere every call is an
+//! error saying so.
+//!
+//! # Safety
+//! The FFI calls take the pointer `shine_cuda_graph_new` returned, which this type owns
+//! alone: it is never copied out, it is freed once (in `Drop`), and `CudaGraph` is not
+//! `Sync` or `Clone`, so no two calls use it at once. Errors come back as a C string the
+//! shim writes into a buffer we own and size; C++ exceptions never cross (the shim
+//! catches them).
+#![allow(unsafe_code)]
+
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum GraphError {
+    #[error("this build of shine-manager has no CUDA graph support (its PyTorch had no CUDA headers at build time); set [trainer] cuda_graph = false")]
+    NotBuilt,
+    #[error("CUDA graph: {0}")]
+    Cuda(String),
+}
+
+#[cfg(shine_cuda_graph)]
+mod ffi {
+    use std::os::raw::{c_char, c_int, c_void};
+    extern "C" {
+        pub fn shine_cuda_graph_new(err: *mut c_char, len: usize) -> *mut c_void;
+        pub fn shine_cuda_graph_free(g: *mut c_void);
+        pub fn shine_cuda_graph_capture_begin(g: *mut c_void, device: c_int, err: *mut c_char, len: usize) -> c_int;
+        pub fn shine_cuda_graph_capture_end(g: *mut c_void, err: *mut c_char, len: usize) -> c_int;
+        pub fn shine_cuda_graph_replay(g: *mut c_void, err: *mut c_char, len: usize) -> c_int;
+    }
+}
+
+/// One captured graph (PyTorch's `at::cuda::CUDAGraph`).
+pub struct CudaGraph {
+    #[cfg(shine_cuda_graph)]
+    ptr: *mut std::os::raw::c_void,
+    captured: bool,
+}
+
+// The graph may move to the device thread; it is used from one thread at a time.
+#[cfg(shine_cuda_graph)]
+unsafe impl Send for CudaGraph {}
+
+/// Whether this build can capture graphs at all (a CUDA device is needed besides).
+pub const BUILT: bool = cfg!(shine_cuda_graph);
+
+#[cfg(shine_cuda_graph)]
+fn call(f: impl FnOnce(*mut std::os::raw::c_char, usize) -> std::os::raw::c_int) -> Result<(), GraphError> {
+    let mut buf = [0u8; 512];
+    if f(buf.as_mut_ptr().cast(), buf.len()) == 0 {
+        return Ok(());
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    Err(GraphError::Cuda(String::from_utf8_lossy(&buf[..end]).into_owned()))
+}
+
+impl CudaGraph {
+    #[cfg(shine_cuda_graph)]
+    pub fn new() -> Result<CudaGraph, GraphError> {
+        let mut ptr = std::ptr::null_mut();
+        // SAFETY: the shim writes at most `len` bytes into the buffer `call` owns.
+        call(|err, len| {
+            ptr = unsafe { ffi::shine_cuda_graph_new(err, len) };
+            i32::from(ptr.is_null())
+        })?;
+        Ok(CudaGraph { ptr, captured: false })
+    }
+
+    #[cfg(not(shine_cuda_graph))]
+    pub fn new() -> Result<CudaGraph, GraphError> {
+        Err(GraphError::NotBuilt)
+    }
+
+    /// Record what `work` does on CUDA device `device` (run nothing of it). A failed
+    /// capture leaves the graph unusable; make a new one.
+    #[cfg(shine_cuda_graph)]
+    pub fn capture<T>(&mut self, device: usize, work: impl FnOnce() -> T) -> Result<T, GraphError> {
+        // SAFETY: `self.ptr` is ours (module doc); the buffer is `call`'s.
+        call(|err, len| unsafe { ffi::shine_cuda_graph_capture_begin(self.ptr, device as i32, err, len) })?;
+        let out = work();
+        call(|err, len| unsafe { ffi::shine_cuda_graph_capture_end(self.ptr, err, len) })?;
+        self.captured = true;
+        Ok(out)
+    }
+
+    #[cfg(not(shine_cuda_graph))]
+    pub fn capture<T>(&mut self, _device: usize, _work: impl FnOnce() -> T) -> Result<T, GraphError> {
+        Err(GraphError::NotBuilt)
+    }
+
+    /// Run what was captured, on the current stream.
+    #[cfg(shine_cuda_graph)]
+    pub fn replay(&mut self) -> Result<(), GraphError> {
+        if !self.captured {
+            return Err(GraphError::Cuda("replay before a capture".into()));
+        }
+        // SAFETY: as above.
+        call(|err, len| unsafe { ffi::shine_cuda_graph_replay(self.ptr, err, len) })
+    }
+
+    #[cfg(not(shine_cuda_graph))]
+    pub fn replay(&mut self) -> Result<(), GraphError> {
+        let _ = self.captured;
+        Err(GraphError::NotBuilt)
+    }
+}
+
+#[cfg(shine_cuda_graph)]
+impl Drop for CudaGraph {
+    fn drop(&mut self) {
+        // SAFETY: freed once; nothing else holds the pointer.
+        unsafe { ffi::shine_cuda_graph_free(self.ptr) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_cuda_a_graph_is_an_error_that_says_what_to_do() {
+        if tch::Cuda::is_available() {
+            return; // scripts/gpu-check.sh runs the CUDA tests (trainer::graph_tests)
+        }
+        // Built with the shim (a CUDA PyTorch), a graph can be made but not captured on
+        // a machine without a GPU; built without, it cannot be made.
+        match CudaGraph::new() {
+            Err(e @ GraphError::NotBuilt) => assert!(!BUILT && e.to_string().contains("cuda_graph = false"), "{e}"),
+            Err(GraphError::Cuda(m)) => assert!(BUILT, "a build without the shim says NotBuilt: {m}"),
+            Ok(mut g) => {
+                assert!(BUILT);
+                assert!(g.replay().is_err(), "nothing captured");
+                let err = g.capture(0, || ()).unwrap_err().to_string();
+                assert!(err.contains("CUDA graph"), "{err}");
+            }
+        }
+    }
+}
