@@ -60,6 +60,10 @@ pub struct BenchArgs {
     /// step also updates the average, which is what this measures).
     #[arg(long, default_value_t = 0.0)]
     pub publish_average_tau: f64,
+    /// Batch sizes for the CUDA-graph table (eager step against one graph replay; a
+    /// CUDA device only).
+    #[arg(long, value_delimiter = ',', default_value = "32,128")]
+    pub graph_batches: Vec<usize>,
 }
 
 impl Default for BenchArgs {
@@ -76,6 +80,7 @@ impl Default for BenchArgs {
             actions: 5,
             threads: 0,
             publish_average_tau: 0.0,
+            graph_batches: vec![32, 128],
         }
     }
 }
@@ -216,7 +221,125 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         let adds = (dp / d - 1.0) * 100.0;
         println!("| {batch} | {d:.3} | {h:.3} | {speedup:+.1} % | {dp:.3} | {hp:.3} | {adds:+.1} % |");
     }
+
+    // --- The train step as one CUDA graph, against the launch limit ---
+    let Device::Cuda(index) = device else {
+        println!("\nCUDA graph: needs a CUDA device (this run is on {device:?}): skipped");
+        return Ok(());
+    };
+    for &batch in &args.graph_batches {
+        let worst = graph_equals_eager(index, batch)?;
+        anyhow::ensure!(worst < 1e-4, "batch {batch}: the graph's learner differs from the eager one by {worst} after 20 steps");
+        println!("\nCUDA graph, batch {batch}: the same as the eager step over 20 steps (losses within 1e-5, every tensor within {worst:.1e})");
+    }
+    let floor = kernel_floor_us(index)?;
+    println!("\nThe train step (device replay, uniform) eager against one CUDA-graph replay; median of {repeats} runs of {} steps", args.steps);
+    println!("(the launch floor: an empty kernel costs {floor:.2} us inside a graph)\n");
+    println!("| batch | eager (us / step) | graph (us / step) | graph (steps / s) | kernels / step | kernels x floor (us) | graph / floor |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|");
+    let replay = &mut replays[0];
+    for &batch in &args.graph_batches {
+        tch::manual_seed(3);
+        let mut eager = Learner::new(&cfg_for(batch), args.actions, device)?;
+        tch::manual_seed(3);
+        let mut graphed = Learner::new(&cfg_for(batch), args.actions, device)?;
+        let (mut e, mut g) = (Vec::new(), Vec::new());
+        let mut kernels = 0;
+        for r in 0..repeats {
+            let warmup = if r == 0 { args.warmup } else { 0 };
+            e.push(1e3 * step_time(replay, &mut eager, batch, warmup, args.steps));
+            let (us, k) = graph_step_time(replay, &mut graphed, batch, index, args.steps)?;
+            g.push(us);
+            kernels = k;
+        }
+        let (e, g) = (median(e), median(g));
+        let limit = kernels as f64 * floor;
+        println!("| {batch} | {e:.1} | {g:.1} | {:.0} | {kernels} | {limit:.1} | {:.2} |", 1e6 / g, g / limit);
+    }
     Ok(())
+}
+
+/// The same 20 batches through two learners of the same weights on CUDA device
+/// `index`, one stepping eagerly, one replaying a captured graph of its step (its batch
+/// read from one static tensor, refilled before each replay): the losses of each step
+/// and the learners' tensors afterwards (online, target, optimizer state) agree. Returns
+/// the largest difference of any tensor element; errs on a loss that differs.
+pub fn graph_equals_eager(index: usize, batch: usize) -> anyhow::Result<f64> {
+    let device = Device::Cuda(index);
+    let cfg = DqnConfig { batch_size: batch, target_sync_every: 7, ..Default::default() };
+    tch::manual_seed(11);
+    let mut eager = Learner::new(&cfg, 5, device)?;
+    tch::manual_seed(11);
+    let mut graphed = Learner::new(&cfg, 5, device)?;
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(4);
+    let batches: Vec<tch::Tensor> = (0..20).map(|_| tch::Tensor::from_slice(&random_rows(batch, 5, &mut rng)).view([batch as i64, W as i64]).to_device(device)).collect();
+    let mut input = batches[0].copy();
+    for b in &batches[..3] {
+        eager.train_step(b);
+        graphed.train_step(b);
+    }
+    let mut graph = crate::cuda_graph::CudaGraph::new()?;
+    let out = graph.capture(index, || graphed.device_step(&input, None))?;
+    for (i, b) in batches.iter().enumerate().skip(3) {
+        let e = eager.train_step(b);
+        input.copy_(b);
+        graph.replay()?;
+        graphed.finish_step();
+        let (le, lg) = (f64::try_from(&e.loss)?, f64::try_from(&out.loss)?);
+        anyhow::ensure!((le - lg).abs() <= 1e-5 * le.abs().max(1.0), "batch {batch}, step {i}: loss eager {le}, graph {lg}");
+    }
+    anyhow::ensure!(eager.step == graphed.step && eager.optimizer_steps() == graphed.optimizer_steps(), "the step counts differ");
+    let mut worst = 0.0f64;
+    for (a, b) in eager.state_tensors().iter().zip(graphed.state_tensors()) {
+        worst = worst.max(f64::try_from((&a.1 - &b.1).abs().max())?);
+    }
+    Ok(worst)
+}
+
+/// Microseconds per train step replayed as one captured graph (sample + update), and
+/// the kernels one replay launches. Captured after three eager steps, as the trainer
+/// does.
+fn graph_step_time(replay: &mut Replay, learner: &mut Learner, batch: usize, index: usize, steps: usize) -> anyhow::Result<(f64, usize)> {
+    for _ in 0..3 {
+        let s = replay.sample(batch, 1.0)?;
+        learner.train_step(&s.rows);
+    }
+    let mut graph = crate::cuda_graph::CudaGraph::new()?;
+    let out = graph.capture(index, || -> anyhow::Result<_> { Ok(learner.device_step(&replay.sample(batch, 1.0)?.rows, None)) })??;
+    let (_, kernels) = graph.count()?;
+    graph.replay()?;
+    learner.finish_step();
+    sync(learner.device());
+    let t = Instant::now();
+    for _ in 0..steps {
+        graph.replay()?;
+        learner.finish_step();
+    }
+    let _ = f64::try_from(&out.loss);
+    sync(learner.device());
+    Ok((t.elapsed().as_secs_f64() * 1e6 / steps as f64, kernels))
+}
+
+/// What an empty kernel costs inside a graph on CUDA device `index` (microseconds):
+/// 200 one-element adds captured, replayed 50 times.
+fn kernel_floor_us(index: usize) -> anyhow::Result<f64> {
+    let device = Device::Cuda(index);
+    let mut x = tch::Tensor::zeros([1], (tch::Kind::Float, device));
+    let mut graph = crate::cuda_graph::CudaGraph::new()?;
+    graph.capture(index, || {
+        for _ in 0..200 {
+            let _ = x.g_add_scalar_(1.0);
+        }
+    })?;
+    let (_, kernels) = graph.count()?;
+    graph.replay()?;
+    sync(device);
+    let t = Instant::now();
+    for _ in 0..50 {
+        graph.replay()?;
+    }
+    sync(device);
+    Ok(t.elapsed().as_secs_f64() * 1e6 / (50 * kernels.max(1)) as f64)
 }
 
 #[cfg(test)]
@@ -238,6 +361,7 @@ mod tests {
             actions: 5,
             threads: 0,
             publish_average_tau: 0.01,
+            graph_batches: vec![32],
         };
         run(args).unwrap();
     }

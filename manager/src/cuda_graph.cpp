@@ -23,11 +23,14 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace {
 
 struct Graph {
-  at::cuda::CUDAGraph graph;
+  // keep_graph: the recorded graph stays readable after instantiation, so that its
+  // kernels can be counted (benchmarks); replay instantiates it on first use.
+  at::cuda::CUDAGraph graph{true};
   // The stream that was current before the capture, restored after it.
   std::optional<c10::cuda::CUDAStream> previous;
   std::optional<c10::cuda::CUDAStream> side;
@@ -108,6 +111,25 @@ int shine_cuda_graph_capture_end(void* handle, char* err, size_t len) {
 
 int shine_cuda_graph_replay(void* handle, char* err, size_t len) {
   return guarded(err, len, [&] { static_cast<Graph*>(handle)->graph.replay(); });
+}
+
+// The recorded graph's nodes, and how many of them are kernels.
+int shine_cuda_graph_count(void* handle, size_t* nodes, size_t* kernels, char* err, size_t len) {
+  return guarded(err, len, [&] {
+    cudaGraph_t g = static_cast<Graph*>(handle)->graph.raw_cuda_graph();
+    size_t n = 0;
+    C10_CUDA_CHECK(cudaGraphGetNodes(g, nullptr, &n));
+    std::vector<cudaGraphNode_t> all(n);
+    C10_CUDA_CHECK(cudaGraphGetNodes(g, all.data(), &n));
+    size_t k = 0;
+    for (auto node : all) {
+      cudaGraphNodeType type;
+      C10_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
+      k += type == cudaGraphNodeTypeKernel;
+    }
+    *nodes = n;
+    *kernels = k;
+  });
 }
 
 }  // extern "C"

@@ -52,6 +52,7 @@ mod ffi {
         pub fn shine_cuda_graph_capture_begin(g: *mut c_void, device: c_int, err: *mut c_char, len: usize) -> c_int;
         pub fn shine_cuda_graph_capture_end(g: *mut c_void, err: *mut c_char, len: usize) -> c_int;
         pub fn shine_cuda_graph_replay(g: *mut c_void, err: *mut c_char, len: usize) -> c_int;
+        pub fn shine_cuda_graph_count(g: *mut c_void, nodes: *mut usize, kernels: *mut usize, err: *mut c_char, len: usize) -> c_int;
     }
 }
 
@@ -126,6 +127,23 @@ impl CudaGraph {
     #[cfg(not(shine_cuda_graph))]
     pub fn replay(&mut self) -> Result<(), GraphError> {
         let _ = self.captured;
+        Err(GraphError::NotBuilt)
+    }
+
+    /// The captured graph's size: (nodes, of which kernels). What one replay launches.
+    #[cfg(shine_cuda_graph)]
+    pub fn count(&self) -> Result<(usize, usize), GraphError> {
+        if !self.captured {
+            return Err(GraphError::Cuda("count before a capture".into()));
+        }
+        let (mut nodes, mut kernels) = (0usize, 0usize);
+        // SAFETY: as above; the two counts are ours to write.
+        call(|err, len| unsafe { ffi::shine_cuda_graph_count(self.ptr, &mut nodes, &mut kernels, err, len) })?;
+        Ok((nodes, kernels))
+    }
+
+    #[cfg(not(shine_cuda_graph))]
+    pub fn count(&self) -> Result<(usize, usize), GraphError> {
         Err(GraphError::NotBuilt)
     }
 }

@@ -817,7 +817,6 @@ pub(crate) mod tests {
 mod graph_tests {
     use super::tests::{batch, small};
     use super::*;
-    use crate::cuda_graph::CudaGraph;
 
     fn cuda() -> tch::Device {
         assert!(tch::Cuda::is_available(), "these tests need a CUDA device (scripts/gpu-check.sh)");
@@ -827,36 +826,10 @@ mod graph_tests {
     #[test]
     #[ignore = "needs a CUDA device: scripts/gpu-check.sh runs it"]
     fn graph_step_equals_the_eager_step_over_20_steps() {
-        let device = cuda();
-        for batch_size in [32usize, 128] {
-            let cfg = DqnConfig { batch_size, target_sync_every: 7, ..Default::default() };
-            tch::manual_seed(11);
-            let mut eager = Learner::new(&cfg, 5, device).unwrap();
-            tch::manual_seed(11);
-            let mut graphed = Learner::new(&cfg, 5, device).unwrap();
-            // The same 20 batches for both; the graph reads its batch from one static
-            // tensor, refilled before each replay.
-            let batches: Vec<Tensor> = (0..20).map(|i| Tensor::from_slice(&batch(batch_size, i).data).view([batch_size as i64, 57]).to_device(device)).collect();
-            let mut input = batches[0].copy();
-            for b in batches.iter().take(GRAPH_WARMUP_STEPS as usize) {
-                eager.train_step(b);
-                graphed.train_step(b);
-            }
-            let mut graph = CudaGraph::new().unwrap();
-            let out = graph.capture(0, || graphed.device_step(&input, None)).unwrap();
-            for (i, b) in batches.iter().enumerate().skip(GRAPH_WARMUP_STEPS as usize) {
-                let e = eager.train_step(b);
-                input.copy_(b);
-                graph.replay().unwrap();
-                graphed.finish_step();
-                let (le, lg) = (f64::try_from(&e.loss).unwrap(), f64::try_from(&out.loss).unwrap());
-                assert!((le - lg).abs() <= 1e-5 * le.abs().max(1.0), "batch {batch_size}, step {i}: loss eager {le}, graph {lg}");
-            }
-            assert_eq!((eager.step, eager.optimizer_steps()), (graphed.step, graphed.optimizer_steps()));
-            for (a, b) in eager.state_tensors().iter().zip(graphed.state_tensors()) {
-                let worst = f64::try_from((&a.1 - &b.1).abs().max()).unwrap();
-                assert!(worst < 1e-4, "batch {batch_size}: {} differs by {worst} after 20 steps", a.0);
-            }
+        cuda();
+        for batch_size in [32, 128] {
+            let worst = crate::bench::graph_equals_eager(0, batch_size).unwrap();
+            assert!(worst < 1e-4, "batch {batch_size}: {worst}");
         }
     }
 
