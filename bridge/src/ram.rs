@@ -1,8 +1,10 @@
 //! A typed, big-endian view of Melee's RAM (NTSC 1.02).
 //!
-//! Everything here follows `shared/reference/melee-and-dolphin.md`, section 2. The
-//! address table lives in [`addr`], [`static_player`] and [`fighter`]; nothing else in
-//! the project spells an address. Reads go through checked accessors that return
+//! The address table lives in [`addr`], [`static_player`] and [`fighter`]; nothing
+//! else in the project spells an in-game address (the menus' are in
+//! `dolphin/css.rs`). `docs/dolphin.md`, "Where every address, id and coordinate
+//! comes from", names the sources of the frame counter and scene bytes and says whose
+//! the fighter offsets are. Reads go through checked accessors that return
 //! [`RamError`] instead of panicking, because the bytes may come from a live emulator
 //! we do not control (a fighter pointer can be garbage outside a match).
 //!
@@ -12,7 +14,7 @@
 
 use thiserror::Error;
 
-/// Global addresses (reference, section 2, "Globals").
+/// Global addresses.
 pub mod addr {
     /// First byte of MEM1; game address `A` lives at byte `A - MEM1_BASE` of a full view.
     pub const MEM1_BASE: u32 = 0x8000_0000;
@@ -96,7 +98,8 @@ pub enum RamError {
     BadPort(usize),
 }
 
-/// True when `ptr` points into real MEM1 (the reference's fighter-pointer check).
+/// True when `ptr` points into real MEM1: the check a fighter pointer must pass before
+/// it is followed (outside a match it may be null or garbage).
 pub fn is_mem1_pointer(ptr: u32) -> bool {
     (addr::MEM1_BASE..addr::MEM1_BASE + addr::MEM1_SIZE as u32).contains(&ptr)
 }

@@ -1,6 +1,7 @@
-//! DESIGN.md: the Python package's libtorch is a CUDA build, and the linker drops
+//! The Python package's libtorch is a CUDA build, and the linker drops
 //! libtorch_cuda.so as unneeded unless told otherwise; then CUDA is silently
-//! unavailable on a GPU machine. build.rs keeps it; this checks that it is there.
+//! unavailable on a GPU machine. `manager/build.rs` keeps it (its comment says how);
+//! this checks that it is there.
 
 use std::process::Command;
 

@@ -11,20 +11,20 @@
 //! search (10-second windows; no re-check) runs for 15 x SECONDS, then SECONDS
 //! measured (the count it holds then).
 
-use rand::SeedableRng;
-use shine_agent::model::{random_weights, save, ModelMeta, QNet};
-use shine_agent::{ActionSet, Task};
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use common::harness::{Harness, Output};
+use common::{actor_config, model};
 use shine_bridge::dolphin::{Dolphin, DolphinConfig};
 use shine_bridge::sim::Sim;
 use shine_bridge::{Emulator, MatchSetup};
-use shine_worker::actor::{run_actor, ActorConfig, ActorIo, Model};
+use shine_worker::actor::{ActorConfig, Model};
 use shine_worker::shared::ActorCounters;
 use shine_worker::tuner::TunerConfig;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio_util::sync::CancellationToken;
 
 struct Outcome {
     useful_fps: f64,
@@ -38,50 +38,23 @@ where
     E: Emulator,
     F: Fn(usize) -> anyhow::Result<E> + Send + Sync + 'static,
 {
-    let set = ActionSet::Untouchable;
-    let meta = ModelMeta::new(set.name(), set.len());
-    let net = QNet::load(&save(&meta, &random_weights(&meta, &mut rand_chacha::ChaCha8Rng::seed_from_u64(1))).unwrap()).unwrap();
     let cfg = ActorConfig {
-        task: Task::Untouchable,
-        actions: set,
-        setup: MatchSetup::default(),
-        envs: envs.unwrap_or(1),
         n_step: 5,
-        gamma: 0.99,
-        cpu_level: 9,
-        cpu_level_top_share: 0.7,
-        eval_share: 0.0,
-        batch_transitions: 1000,
         batch_secs: 2.0,
-        batch_cap: 0,
-        seed: 1,
         auto: envs.is_none().then(|| TunerConfig { recheck: Duration::from_secs(3600), ..TunerConfig::for_machine() }),
+        ..actor_config(envs.unwrap_or(1), 1)
     };
-    let (batch_tx, mut batch_rx) = tokio::sync::mpsc::channel(64);
-    let (ep_tx, mut ep_rx) = tokio::sync::mpsc::channel(1024);
-    let (_model_tx, model_rx) = tokio::sync::mpsc::channel(1);
-    let sink = std::thread::spawn(move || while batch_rx.blocking_recv().is_some() {});
-    let reports = std::thread::spawn(move || while ep_rx.blocking_recv().is_some() {});
-    let counters = Arc::new(ActorCounters::default());
-    counters.set_epsilon(0.1);
-    let cancel = CancellationToken::new();
-    let actor = {
-        let (counters, cancel) = (counters.clone(), cancel.clone());
-        let io = ActorIo { batches: batch_tx, episodes: ep_tx, models: model_rx, live: None, spares: None };
-        std::thread::spawn(move || run_actor(cfg, make, Model { net, version: 1 }, io, counters, cancel))
-    };
+    let actor = Harness::start(cfg, make, Model { net: model(1), version: 1 }, 0.1, Output::Consumed);
+    let counters = &actor.counters;
     std::thread::sleep(warm);
     let (f0, s0, t0) = (counters.frames.load(Relaxed), counters.skipped_frames.load(Relaxed), Instant::now());
     std::thread::sleep(measure);
     let (f1, s1, dt) = (counters.frames.load(Relaxed), counters.skipped_frames.load(Relaxed), t0.elapsed());
     let envs = counters.envs.load(Relaxed);
-    if envs_is_auto(&counters) {
+    if envs_is_auto(counters) {
         eprintln!("    auto: {} environments ({})", envs, counters.envs_reason());
     }
-    cancel.cancel();
-    actor.join().unwrap().expect("the actor ran");
-    sink.join().unwrap();
-    reports.join().unwrap();
+    actor.stop();
     Outcome { useful_fps: (f1 - f0) as f64 / dt.as_secs_f64(), skipped: s1 - s0, envs }
 }
 

@@ -219,9 +219,10 @@ pub async fn heartbeats(session: Session, request: RegisterRequest, reg: Registr
 /// Post finished episodes in batches every `every`; keep up to 10,000 while the
 /// manager is away (they feed charts, so the oldest go first when that is full).
 /// Returns after a last post once the actor has dropped its sender. It does not stop on
-/// the session's token: the actor's last episodes come after it, and `run` bounds the
-/// wait for this task.
-pub async fn report_episodes(session: Session, mut rx: tokio::sync::mpsc::Receiver<EpisodeReport>, every: Duration) {
+/// the session's token: the actor's last episodes come after it. `stop` bounds that last
+/// post: when it fires the task returns at once, what it still holds unsent (`run`
+/// fires it when its wait for this task runs out).
+pub async fn report_episodes(session: Session, mut rx: tokio::sync::mpsc::Receiver<EpisodeReport>, every: Duration, stop: CancellationToken) {
     const KEEP: usize = 10_000;
     let Session { client, identity, .. } = session;
     let mut queue: VecDeque<EpisodeReport> = VecDeque::new();
@@ -239,11 +240,16 @@ pub async fn report_episodes(session: Session, mut rx: tokio::sync::mpsc::Receiv
                 None => false,
             },
             _ = tick.tick() => true,
+            _ = stop.cancelled() => return,
         };
         while !queue.is_empty() {
             let chunk: Vec<EpisodeReport> = queue.iter().take(1000).copied().collect();
             let n = chunk.len();
-            match client.episodes(identity.worker_id(), chunk).await {
+            let answer = tokio::select! {
+                a = client.episodes(identity.worker_id(), chunk) => a,
+                _ = stop.cancelled() => return,
+            };
+            match answer {
                 Ok(()) => {
                     queue.drain(..n);
                 }
@@ -265,5 +271,38 @@ pub async fn report_episodes(session: Session, mut rx: tokio::sync::mpsc::Receiv
         if !open {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::Client;
+    use crate::shared::{ActorCounters, Identity, UploadStats};
+
+    #[tokio::test]
+    async fn the_episode_reporter_returns_on_stop_even_mid_post() {
+        // A manager that takes connections and never answers: the last post hangs (the
+        // client's own timeout is a minute).
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let session = Session {
+            client: Client::new(&url, "t").unwrap(),
+            identity: Arc::new(Identity::new(1)),
+            counters: Arc::new(ActorCounters::default()),
+            uploads: Arc::new(UploadStats::default()),
+            cancel: CancellationToken::new(),
+        };
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        let stop = CancellationToken::new();
+        let reporter = tokio::spawn(report_episodes(session, rx, Duration::from_secs(3600), stop.clone()));
+        let report = EpisodeReport { frames: 60, reward: 1.0, survived: false, eval: false, cpu_level: 9, model_version: 1 };
+        tx.send(report).await.unwrap();
+        drop(tx);
+        // The actor is gone: the reporter makes its last post, which does not end.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!reporter.is_finished(), "the post to a manager that never answers is still waiting");
+        stop.cancel();
+        tokio::time::timeout(Duration::from_secs(5), reporter).await.expect("the reporter returns once stopped").unwrap();
     }
 }

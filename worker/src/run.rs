@@ -12,11 +12,12 @@
 //! talks to the network is a task on a small tokio runtime ([`crate::control`],
 //! [`crate::uploader`], [`crate::live`]). They meet through channels and share a
 //! [`Session`]. Shutdown is the pattern of `shine_agent::shutdown`: Ctrl-C or SIGTERM
-//! cancels the session's token, every task returns (the control tasks are tracked and
-//! joined, none aborted), the actor hands over its last transitions, everything is
-//! spooled, the spool is flushed for as long as the manager answers (at most
-//! [`FLUSH_SECS`]), and what is left stays on disk for the next start. A second
-//! signal exits at once.
+//! cancels the session's token, every task returns (every task is tracked and joined,
+//! none aborted), the actor hands over its last transitions, everything is spooled,
+//! the spool is flushed for as long as the manager answers (at most [`FLUSH_SECS`]),
+//! the last episode reports are posted (at most [`REPORT_SECS`] more), and what is
+//! left of the gameplay stays on disk for the next start. A second signal exits at
+//! once.
 
 use crate::actor::{self, ActorConfig, ActorIo};
 use crate::backend::{Backend, DolphinSetup};
@@ -43,6 +44,9 @@ use tokio_util::task::TaskTracker;
 
 /// Longest a shutdown waits for the manager to take the spooled batches.
 pub const FLUSH_SECS: u64 = 15;
+
+/// Longest a shutdown waits, after the flush, for the last episode reports to be posted.
+pub const REPORT_SECS: u64 = 5;
 
 /// Batches the actor may hand over before the spooler takes them. Small, because the
 /// spooler stops taking batches while the manager is behind (see
@@ -217,17 +221,25 @@ where
     let wake = Arc::new(Notify::new());
     let tap = Arc::new(LiveTap::default());
 
-    // The uploader's two tasks return results (a refused token stops the worker);
-    // the control tasks only return, on the token: tracked and joined at the end.
-    let spooler = tokio::spawn(uploader::spool_batches(batch_rx, session.clone(), spool.clone(), wake.clone()));
-    let mut drainer = tokio::spawn(uploader::drain(session.clone(), spool.clone(), wake.clone(), session.cancel.clone(), DrainMode::Forever));
+    // Every task is tracked and joined, in two groups that end at different moments.
+    // The control tasks only return, on the token: joined before the flush. The
+    // uploader's two tasks and the episode reporter deliver what the actor hands over:
+    // the first two return results (a refused token stops the worker), awaited through
+    // their handles after the actor; the reporter posts the actor's last episodes, for
+    // at most REPORT_SECS after the flush; `delivery` is joined last.
+    let delivery = TaskTracker::new();
+    let spooler = delivery.spawn(uploader::spool_batches(batch_rx, session.clone(), spool.clone(), wake.clone()));
+    let mut drainer = delivery.spawn(uploader::drain(session.clone(), spool.clone(), wake.clone(), session.cancel.clone(), DrainMode::Forever));
+    let reports_stop = CancellationToken::new();
+    let every = Duration::from_secs_f64(reg.heartbeat_secs.max(0.1));
+    delivery.spawn(control::report_episodes(session.clone(), episode_rx, every, reports_stop.clone()));
+    delivery.close();
     let control = TaskTracker::new();
     control.spawn(control::poll_models(session.clone(), reg.action_set.clone(), etag, model.version, poll_every, model_tx, spare_rx));
     control.spawn(control::heartbeats(session.clone(), request, reg.clone(), tap.clone()));
     let action_names: Vec<String> = (0..cfg.actions.len()).map(|a| cfg.actions.action_name(a).to_string()).collect();
     control.spawn(live::stream(session.clone(), tap.clone(), action_names));
     control.close();
-    let reports = tokio::spawn(control::report_episodes(session.clone(), episode_rx, Duration::from_secs_f64(reg.heartbeat_secs.max(0.1))));
 
     let actor = {
         let (counters, cancel) = (session.counters.clone(), session.cancel.clone());
@@ -265,7 +277,11 @@ where
             tracing::warn!("the manager did not take everything within {FLUSH_SECS} s; the rest stays spooled for the next start");
         }
     }
-    let _ = tokio::time::timeout(Duration::from_secs(5), reports).await;
+    // By now only the reporter can still be running.
+    if tokio::time::timeout(Duration::from_secs(REPORT_SECS), delivery.wait()).await.is_err() {
+        reports_stop.cancel();
+        delivery.wait().await;
+    }
 
     let stats = stats();
     tracing::info!(

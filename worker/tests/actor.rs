@@ -3,18 +3,18 @@
 
 mod common;
 
+use common::harness::{Harness, Output};
 use common::{actor_config, model, Scripted, AGENT_PERCENT, OPPONENT_X, PAUSE_FRAMES};
 use shine_agent::experience::{col, TRANSITION_FLOATS};
 use shine_agent::model::{QNet, Scratch};
 use shine_agent::protocol::EpisodeReport;
 use shine_agent::STATE_DIM;
 use shine_bridge::MatchSetup;
-use shine_worker::actor::{run_actor, ActorConfig, ActorIo, Model};
+use shine_worker::actor::{ActorConfig, Model};
 use shine_worker::batcher::RawBatch;
 use shine_worker::shared::ActorCounters;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
-use tokio_util::sync::CancellationToken;
 
 /// Hit early in three episodes out of four; the fourth runs into the time limit.
 fn schedule(seed: u64) -> Option<u32> {
@@ -39,31 +39,22 @@ fn play(cfg: ActorConfig, epsilon: f64, enough: impl Fn(&[EpisodeReport]) -> boo
 
 /// [`play`] with another scripted game, until `enough(reports, counters)` holds.
 fn play_game(cfg: ActorConfig, epsilon: f64, game: fn(usize) -> Scripted, enough: impl Fn(&[EpisodeReport], &ActorCounters) -> bool) -> Played {
-    let (batch_tx, mut batch_rx) = tokio::sync::mpsc::channel(1 << 16);
-    let (ep_tx, mut ep_rx) = tokio::sync::mpsc::channel(1 << 16);
-    let (_model_tx, model_rx) = tokio::sync::mpsc::channel(1);
-    let counters = Arc::new(ActorCounters::default());
-    counters.set_epsilon(epsilon);
-    let cancel = CancellationToken::new();
-    let actor = {
-        let (counters, cancel) = (counters.clone(), cancel.clone());
-        let io = ActorIo { batches: batch_tx, episodes: ep_tx, models: model_rx, live: None, spares: None };
-        std::thread::spawn(move || run_actor(cfg, move |i| Ok(game(i)), Model { net: model(1), version: 1 }, io, counters, cancel))
-    };
+    // Room for every batch: they are read after the actor stops.
+    let mut actor = Harness::start(cfg, move |i| Ok(game(i)), Model { net: model(1), version: 1 }, epsilon, Output::Kept { batches: 1 << 16 });
     let mut reports = Vec::new();
     let started = std::time::Instant::now();
-    while !enough(&reports, &counters) {
-        match ep_rx.try_recv() {
+    while !enough(&reports, &actor.counters) {
+        match actor.episodes().try_recv() {
             Ok(r) => reports.push(r),
             Err(tokio::sync::mpsc::error::TryRecvError::Empty) => std::thread::sleep(std::time::Duration::from_millis(2)),
             Err(tokio::sync::mpsc::error::TryRecvError::Disconnected) => break,
         }
         assert!(reports.len() < 10_000 && started.elapsed().as_secs() < 120, "never had enough episodes");
     }
-    cancel.cancel();
-    actor.join().unwrap().expect("the actor stops cleanly");
-    reports.extend(std::iter::from_fn(|| ep_rx.try_recv().ok()));
-    let batches: Vec<RawBatch> = std::iter::from_fn(|| batch_rx.try_recv().ok()).collect();
+    let counters = actor.counters.clone();
+    let left = actor.stop();
+    reports.extend(left.episodes);
+    let batches = left.batches;
     let rows = batches.iter().flat_map(|b| b.data.chunks_exact(TRANSITION_FLOATS).map(|c| <[f32; TRANSITION_FLOATS]>::try_from(c).unwrap())).collect();
     Played { rows, batches, reports, counters }
 }

@@ -5,15 +5,15 @@
 
 mod common;
 
+use common::harness::{Harness, Output};
 use common::{actor_config, model, Scripted};
 use shine_bridge::{Emulator, MatchSetup, Pad, RamView};
-use shine_worker::actor::{run_actor, ActorConfig, ActorIo, Model};
+use shine_worker::actor::{ActorConfig, Model};
 use shine_worker::shared::ActorCounters;
 use shine_worker::tuner::TunerConfig;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio_util::sync::CancellationToken;
 
 /// How many slow environments exist, and the machine's knee.
 #[derive(Default)]
@@ -78,23 +78,15 @@ fn envs_auto_settles_on_the_machines_best_count_and_follows_a_change() {
         auto: Some(TunerConfig { max: 8, window: Duration::from_millis(400), gain: 0.05, max_skipped: 0.02, recheck: Duration::from_secs(3) }),
         ..actor_config(1, 5)
     };
-    let (batch_tx, mut batch_rx) = tokio::sync::mpsc::channel(16);
-    let (ep_tx, mut ep_rx) = tokio::sync::mpsc::channel(16);
-    let (_model_tx, model_rx) = tokio::sync::mpsc::channel(1);
-    let sink = std::thread::spawn(move || while batch_rx.blocking_recv().is_some() {});
-    let reports = std::thread::spawn(move || while ep_rx.blocking_recv().is_some() {});
-    let counters = Arc::new(ActorCounters::default());
-    counters.set_epsilon(0.3);
-    let cancel = CancellationToken::new();
-    let actor = {
-        let (counters, cancel, m) = (counters.clone(), cancel.clone(), machine.clone());
-        let make = move |_: usize| {
+    let make = {
+        let m = machine.clone();
+        move |_: usize| {
             m.running.fetch_add(1, Relaxed);
             Ok(Slow { game: Scripted::new(MatchSetup::default(), |_| None), machine: m.clone() })
-        };
-        let io = ActorIo { batches: batch_tx, episodes: ep_tx, models: model_rx, live: None, spares: None };
-        std::thread::spawn(move || run_actor(cfg, make, Model { net: model(1), version: 1 }, io, counters, cancel))
+        }
     };
+    let actor = Harness::start(cfg, make, Model { net: model(1), version: 1 }, 0.3, Output::Consumed);
+    let counters = actor.counters.clone();
     let mut seen = vec![];
     // A 3-core machine: 3 environments, having tried 4 and found it no better.
     settles_on(&counters, 3, Duration::from_secs(2), Duration::from_secs(60), &mut seen);
@@ -104,10 +96,7 @@ fn envs_auto_settles_on_the_machines_best_count_and_follows_a_change() {
     machine.knee.store(5, Relaxed);
     settles_on(&counters, 5, Duration::from_secs(2), Duration::from_secs(90), &mut seen);
     assert!(counters.envs_reason().contains('5'), "{}", counters.envs_reason());
-    cancel.cancel();
-    actor.join().unwrap().expect("the actor stops cleanly");
-    sink.join().unwrap();
-    reports.join().unwrap();
+    actor.stop();
     // Retired environments stopped: only the 5 in use remain.
     assert_eq!(machine.running.load(Relaxed), 0, "every environment stopped with the actor");
 }

@@ -9,15 +9,13 @@
 
 mod common;
 
+use common::harness::{Harness, Output};
 use common::{actor_config, model_bytes, Scripted};
 use shine_agent::model::QNet;
 use shine_bridge::MatchSetup;
-use shine_worker::actor::{run_actor, ActorIo, Model};
-use shine_worker::shared::ActorCounters;
+use shine_worker::actor::Model;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio_util::sync::CancellationToken;
 
 fn rss_kib() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status (Linux)");
@@ -30,22 +28,10 @@ fn memory_stays_flat_over_150_model_swaps() {
     const WARMUP: u64 = 10;
     const SWAPS: u64 = 150;
     let cfg = actor_config(2, 3);
-    let (batch_tx, mut batch_rx) = tokio::sync::mpsc::channel(4);
-    let (ep_tx, mut ep_rx) = tokio::sync::mpsc::channel(4);
-    let (model_tx, model_rx) = tokio::sync::mpsc::channel(1);
-    let (spare_tx, mut spare_rx) = tokio::sync::mpsc::channel(2);
-    // Consume what the actor produces, as the uploader would.
-    let sink = std::thread::spawn(move || while batch_rx.blocking_recv().is_some() {});
-    let reports = std::thread::spawn(move || while ep_rx.blocking_recv().is_some() {});
-    let counters = Arc::new(ActorCounters::default());
-    counters.set_epsilon(0.1);
-    let cancel = CancellationToken::new();
     let first = Model { net: QNet::load(&model_bytes(0, 0)).unwrap(), version: 0 };
-    let actor = {
-        let (counters, cancel) = (counters.clone(), cancel.clone());
-        let io = ActorIo { batches: batch_tx, episodes: ep_tx, models: model_rx, live: None, spares: Some(spare_tx) };
-        std::thread::spawn(move || run_actor(cfg, |_| Ok(Scripted::new(MatchSetup::default(), |_| None)), first, io, counters, cancel))
-    };
+    // What the actor produces is consumed as the uploader would.
+    let mut actor = Harness::start(cfg, |_| Ok(Scripted::new(MatchSetup::default(), |_| None)), first, 0.1, Output::Consumed);
+    let counters = actor.counters.clone();
     // Two weight sets, alternating, so each swap really changes the weights.
     let files = [model_bytes(0, 1), model_bytes(0, 2)];
     let mut before = 0;
@@ -54,11 +40,11 @@ fn memory_stays_flat_over_150_model_swaps() {
     for v in 1..=WARMUP + SWAPS {
         let bytes = files[v as usize % 2].clone();
         // As the worker's model poll does: into a network the actor handed back.
-        let model = rt.block_on(shine_worker::control::load_model_into(spare_rx.try_recv().ok(), bytes, None)).unwrap();
+        let model = rt.block_on(shine_worker::control::load_model_into(actor.spares.try_recv().ok(), bytes, None)).unwrap();
         if v > WARMUP {
             buffers.insert(model.net.weights_addr());
         }
-        model_tx.blocking_send(Model { net: model.net, version: v }).unwrap();
+        actor.models.blocking_send(Model { net: model.net, version: v }).unwrap();
         let deadline = Instant::now() + Duration::from_secs(60);
         while counters.model_swaps.load(Relaxed) < v {
             assert!(Instant::now() < deadline, "the actor did not take model {v}");
@@ -71,10 +57,7 @@ fn memory_stays_flat_over_150_model_swaps() {
     let after = rss_kib();
     assert_eq!(counters.model_version.load(Relaxed), WARMUP + SWAPS);
     assert!(counters.frames.load(Relaxed) > 0, "the actor kept playing while models changed");
-    cancel.cancel();
-    actor.join().unwrap().unwrap();
-    sink.join().unwrap();
-    reports.join().unwrap();
+    actor.stop();
 
     // One model is about 0.56 MB of weights; keeping each old one would add ~80 MB
     // over 150 swaps. The bound: less than 5 % between the 10th swap and the last.

@@ -7,15 +7,13 @@
 mod common;
 mod procs;
 
+use common::harness::{Harness, Output};
 use common::{actor_config, model};
 use shine_bridge::dolphin::{Dolphin, DolphinConfig};
 use shine_bridge::MatchSetup;
-use shine_worker::actor::{run_actor, ActorConfig, ActorIo, Model};
-use shine_worker::shared::ActorCounters;
+use shine_worker::actor::{ActorConfig, Model};
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio_util::sync::CancellationToken;
 
 #[test]
 fn a_pause_in_a_dolphin_episode_cuts_it() {
@@ -41,44 +39,32 @@ fn a_pause_in_a_dolphin_episode_cuts_it() {
             Ok(Dolphin::launch(c)?)
         }
     };
-    let (batch_tx, mut batch_rx) = tokio::sync::mpsc::channel(1);
-    let (ep_tx, _ep_rx) = tokio::sync::mpsc::channel(1 << 12);
-    let (_model_tx, model_rx) = tokio::sync::mpsc::channel(1);
-    let counters = Arc::new(ActorCounters::default());
-    counters.set_epsilon(0.3);
-    let cancel = CancellationToken::new();
-    let actor = {
-        let (counters, cancel) = (counters.clone(), cancel.clone());
-        let io = ActorIo { batches: batch_tx, episodes: ep_tx, models: model_rx, live: None, spares: None };
-        std::thread::spawn(move || run_actor(cfg, make, Model { net: model(1), version: 1 }, io, counters, cancel))
-    };
+    // A batch channel of one: the actor blocks as soon as the test stops taking batches.
+    let mut actor = Harness::start(cfg, make, Model { net: model(1), version: 1 }, 0.3, Output::Kept { batches: 1 });
+    let counters = actor.counters.clone();
     // Take batches for a while, then none for 2 s (at 100 frames/s the game runs on for
     // about 200 frames), then take them again. (A machine so loaded that the actor
     // stalls for 30 frames, 0.3 s here, cuts an episode too, rightly: so cuts before the
     // pause are not ruled out, only counted.)
     let mut taken = 0;
     while taken < 4 {
-        assert!(batch_rx.blocking_recv().is_some(), "the actor stopped");
+        assert!(actor.batches().blocking_recv().is_some(), "the actor stopped");
         taken += 1;
     }
     let before = counters.episodes_cut.load(Relaxed);
     std::thread::sleep(Duration::from_millis(2000));
     let resumed = Instant::now();
     while counters.episodes_cut.load(Relaxed) == before && resumed.elapsed() < Duration::from_secs(30) {
-        let _ = batch_rx.try_recv();
+        let _ = actor.batches().try_recv();
         std::thread::sleep(Duration::from_millis(1));
     }
     // Play on a little after the cut: the next episode (through the menus) goes on.
     let frames_at_cut = counters.frames.load(Relaxed);
     while counters.frames.load(Relaxed) < frames_at_cut + 200 && resumed.elapsed() < Duration::from_secs(60) {
-        let _ = batch_rx.try_recv();
+        let _ = actor.batches().try_recv();
         std::thread::sleep(Duration::from_millis(1));
     }
-    cancel.cancel();
-    while batch_rx.try_recv().is_ok() {}
-    let drain = std::thread::spawn(move || while batch_rx.blocking_recv().is_some() {});
-    actor.join().unwrap().expect("the actor stops cleanly");
-    drain.join().unwrap();
+    actor.stop();
     assert!(counters.episodes_cut.load(Relaxed) > before, "the episode open during the pause is cut");
     assert!(counters.skipped_frames.load(Relaxed) >= 100, "the pause's frames are counted as skipped");
     assert!(counters.frames.load(Relaxed) >= frames_at_cut + 200, "play went on after the cut");

@@ -354,16 +354,8 @@ impl Cpu {
             let pad = Pad { main: pad_stick(home, 0.0), ..Pad::NEUTRAL };
             return if jump { pad.with(Button::X) } else { pad };
         }
-        if !matches!(
-            me.action(),
-            act::JUMPING_FORWARD
-                | act::JUMPING_BACKWARD
-                | act::JUMPING_ARIAL_FORWARD
-                | act::JUMPING_ARIAL_BACKWARD
-                | act::FALLING
-                | act::FALLING_AERIAL
-                | act::TUMBLING
-        ) {
+        // Any other state would ignore the inputs planned below.
+        if !me.air_actionable() {
             return Pad::NEUTRAL;
         }
         let dx = seen.x - me.x();

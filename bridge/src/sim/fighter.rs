@@ -321,6 +321,23 @@ impl Fighter {
         super::attacks::Hurtbox { x: self.x, y: self.y, height: self.stats.height, radius: self.stats.radius }
     }
 
+    /// In an airborne state that takes every air input (a double jump, an aerial, an air
+    /// dodge, a shine): a jump, a fall or tumble. The other airborne states (an aerial or
+    /// air dodge in progress, special fall, hitstun) take none, or one (the air shine: a
+    /// double jump).
+    pub fn air_actionable(&self) -> bool {
+        matches!(
+            self.action,
+            act::JUMPING_FORWARD
+                | act::JUMPING_BACKWARD
+                | act::JUMPING_ARIAL_FORWARD
+                | act::JUMPING_ARIAL_BACKWARD
+                | act::FALLING
+                | act::FALLING_AERIAL
+                | act::TUMBLING
+        )
+    }
+
     pub fn is_shielding(&self) -> bool {
         matches!(self.action, act::SHIELD_START | act::SHIELD | act::SHIELD_STUN) && self.shield > 0.0
     }
@@ -532,13 +549,7 @@ impl Fighter {
                 }
             }
             act::DOWN_B_AIR_START if self.frame > SHINE_INTANGIBLE && i.jump_press && self.jumps_used < 2 => self.double_jump(i),
-            act::JUMPING_FORWARD
-            | act::JUMPING_BACKWARD
-            | act::JUMPING_ARIAL_FORWARD
-            | act::JUMPING_ARIAL_BACKWARD
-            | act::FALLING
-            | act::FALLING_AERIAL
-            | act::TUMBLING => self.air_actions(i),
+            _ if self.air_actionable() => self.air_actions(i),
             act::ON_HALO_WAIT if i.any => self.leave_halo(),
             _ => {}
         }

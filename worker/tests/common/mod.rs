@@ -3,7 +3,11 @@
 //! agent stands in Wait and is hit at a frame chosen from the episode seed (or never,
 //! and the episode runs into the time limit). That makes rewards and terminal flags
 //! checkable by hand, which the real simulator's fights are not.
+//!
+//! [`harness`]: the actor on a thread with its channels, for the tests that run it.
 #![allow(dead_code)]
+
+pub mod harness;
 
 use rand::SeedableRng;
 use shine_agent::model::{random_weights, save, ModelMeta, QNet};
