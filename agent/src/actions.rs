@@ -1,6 +1,6 @@
 //! Action sets: each action is a macro, a short script of pads, one per frame.
 //!
-//! - [`ActionSet::Untouchable`]: the paper's five macro-actions (reference, section 1):
+//! - [`ActionSet::Untouchable`]: the paper's five macro-actions (docs/melee-reference.md, section 1):
 //!   nothing, shine then jump out, spot dodge, roll left, roll right.
 //! - [`ActionSet::Fight`]: discrete pad states for fighting, each held 4 frames.
 //!
@@ -9,7 +9,7 @@
 use shine_bridge::pad::{Button, Pad, Stick};
 use std::sync::OnceLock;
 
-/// Stick y the reference gives for rolls: `(0, 89/255)` and `(1, 89/255)`.
+/// Stick y docs/melee-reference.md (section 1) gives for rolls: `(0, 89/255)` and `(1, 89/255)`.
 const ROLL_Y: f32 = 89.0 / 255.0;
 const DOWN: Stick = Stick::new(0.5, 0.0);
 

@@ -16,7 +16,7 @@
 //! worker ◄ protocol (JSON: registration, heartbeats, episodes, live frames) ► manager
 //! worker ◄ model (safetensors) ───────────────────── manager
 //! ```
-//! - [`state`]: the 27-float state of the reference, section 1.
+//! - [`state`]: the 27-float state of docs/melee-reference.md, section 1.
 //! - [`actions`]: macro-actions as per-frame pad scripts.
 //! - [`task`]: rewards and episode end.
 //! - [`env`]: an emulator seen through the agent's eyes.

@@ -1,4 +1,4 @@
-//! The 27-float state of the "Untouchable" agent (reference, section 1), read from a
+//! The 27-float state of the "Untouchable" agent (docs/melee-reference.md, section 1), read from a
 //! RAM view by one function whichever backend produced the RAM.
 //!
 //! 13 floats per player, the CPU opponent's port first, then the agent's, then the
@@ -100,7 +100,7 @@ impl StateReader {
     }
 }
 
-/// Fill one player's 13 floats (reference, section 1). Without a fighter (outside a
+/// Fill one player's 13 floats (docs/melee-reference.md, section 1). Without a fighter (outside a
 /// match) the fighter-derived floats stay 0.
 fn player_state(player: &PlayerView<'_>, fighter: Option<&FighterView<'_>>, frames: u32, out: &mut [f32]) -> Result<PlayerFacts, RamError> {
     let (x, y, percent) = (player.x()?, player.y()?, player.percent()?);

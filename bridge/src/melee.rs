@@ -104,7 +104,7 @@ pub mod action {
     pub const DOWN_B_AIR_STUN: u32 = 0x16F;
     pub const DOWN_B_AIR_END: u32 = 0x170;
     pub const DOWN_B_AIR_TURN: u32 = 0x171;
-    /// The state vector divides the action state by this (reference, section 1).
+    /// The state vector divides the action state by this (docs/melee-reference.md, section 1).
     pub const NORMALISER: f32 = 382.0;
 
     /// True for the dead/dying states.

@@ -1,6 +1,6 @@
 //! The controller state and Dolphin's named-pipe protocol, both ways.
 //!
-//! Reference, section 4: newline-terminated ASCII commands (`PRESS A`, `SET MAIN 0.5 1`,
+//! docs/melee-reference.md, section 4: newline-terminated ASCII commands (`PRESS A`, `SET MAIN 0.5 1`,
 //! `FLUSH`, ...). Unset inputs persist across frames and the last write in a frame
 //! wins, so [`Pad::encode`] always writes the *whole* pad state as one buffer, well
 //! under `PIPE_BUF`, which the caller hands to a single `write()`.

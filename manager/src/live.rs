@@ -99,17 +99,23 @@ impl LiveHub {
 mod tests {
     use super::*;
 
-    #[tokio::test]
+    // Paused time: the timeouts below run on tokio's clock, which advances only when
+    // every task waits, so the test is exact and takes no wall time.
+    #[tokio::test(start_paused = true)]
     async fn watchers_are_counted_until_the_subscription_drops() {
         let hub = LiveHub::default();
+        let before = tokio::time::Instant::now();
         assert!(!hub.wait_watched(7, Duration::from_millis(20)).await, "nobody watches yet");
+        assert_eq!(before.elapsed(), Duration::from_millis(20), "the long poll times out at its timeout, no sooner");
         let waiter = {
             let hub = Arc::new(hub);
             let h2 = hub.clone();
             let w = tokio::spawn(async move { h2.wait_watched(7, Duration::from_secs(10)).await });
             tokio::time::sleep(Duration::from_millis(20)).await;
+            let arrived = tokio::time::Instant::now();
             let sub = hub.subscribe(7);
             assert!(w.await.unwrap(), "the long poll wakes when a browser arrives");
+            assert_eq!(arrived.elapsed(), Duration::ZERO, "at once, not at its 10 s timeout");
             assert_eq!(hub.watchers(7), 1);
             assert!(hub.publish(7, "x".into()));
             drop(sub);

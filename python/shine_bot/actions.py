@@ -65,7 +65,7 @@ class Pad:
 
 NEUTRAL = Pad()
 
-#: Stick y the reference gives for rolls: ``(0, 89/255)`` and ``(1, 89/255)``.
+#: Stick y docs/melee-reference.md (section 1) gives for rolls: ``(0, 89/255)`` and ``(1, 89/255)``.
 ROLL_Y = 89.0 / 255.0
 DOWN = (0.5, 0.0)
 STICK_NEUTRAL = (0.5, 0.5)

@@ -1,6 +1,6 @@
 //! The DOL executable format, and packing a freestanding PowerPC ELF into one.
 //!
-//! A DOL (reference, section 5) is a 0x100-byte big-endian header followed by the
+//! A DOL (docs/melee-reference.md, section 5) is a 0x100-byte big-endian header followed by the
 //! section bytes: 7 text and 11 data sections, each with a file offset, a load
 //! address and a size, then one BSS range and the entry point. Dolphin boots it
 //! directly (`-e probe.dol`), which is how the probe runs without a game image.

@@ -1,4 +1,4 @@
-//! Finding Dolphin's guest RAM (reference, section 3).
+//! Finding Dolphin's guest RAM (docs/melee-reference.md, section 3).
 //!
 //! Dolphin allocates guest memory as the POSIX shared-memory segment
 //! `/dolphin-emu.<pid>` (older builds and Slippi Ishiiruka: `/dolphinmem.N`) and

@@ -1,4 +1,4 @@
-//! The bot's controller: the FIFO Dolphin reads (reference, section 4).
+//! The bot's controller: the FIFO Dolphin reads (docs/melee-reference.md, section 4).
 //!
 //! Dolphin opens the FIFO `O_RDONLY | O_NONBLOCK` when it populates its devices, so
 //! the writer is opened after launch, non-blocking, retrying while nobody reads it yet

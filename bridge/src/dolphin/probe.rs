@@ -11,7 +11,7 @@ use std::process::Command;
 pub const SOURCE: &str = include_str!("../../probe/probe.c");
 /// The cross compiler (Debian: `gcc-powerpc-linux-gnu`).
 pub const CC: &str = "powerpc-linux-gnu-gcc";
-/// Linked where homebrew loads (reference, section 5).
+/// Linked where homebrew loads (docs/melee-reference.md, section 5).
 pub const LOAD_ADDR: u32 = 0x8000_3100;
 
 /// Mailbox layout; mirrors `probe.c`.
@@ -111,7 +111,7 @@ mod tests {
 
     #[test]
     fn decodes_the_reference_observations() {
-        // Reference, section 5: nothing pressed; A + main stick right; B + stick down + L.
+        // docs/melee-reference.md, section 5: nothing pressed; A + main stick right; B + stick down + L.
         assert_eq!(
             ProbePad::from_words(0x0080_8080, 0x8080_0000),
             ProbePad { buttons: 0x0080, main: (0x80, 0x80), c: (0x80, 0x80), l: 0, r: 0 },

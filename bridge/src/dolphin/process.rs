@@ -5,7 +5,7 @@ use super::{Display, DolphinError};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 
-/// The executable Shine runs: Dolphin without a GUI (reference, section 5).
+/// The executable Shine runs: Dolphin without a GUI (docs/melee-reference.md, section 5).
 pub const EXECUTABLE: &str = "dolphin-emu-nogui";
 /// Where distributions put it when it is not on `PATH` (Debian: /usr/games).
 const EXTRA_DIRS: [&str; 2] = ["/usr/games", "/usr/local/games"];

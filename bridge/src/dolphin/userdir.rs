@@ -1,4 +1,4 @@
-//! The per-instance Dolphin user folder (reference, section 5): everything Dolphin
+//! The per-instance Dolphin user folder (docs/melee-reference.md, section 5): everything Dolphin
 //! reads at start-up, written fresh for each instance so workers never share state.
 //!
 //! ```text
@@ -178,7 +178,7 @@ pub fn pipe_name(port: usize) -> String {
     format!("bot{}", port + 1)
 }
 
-/// `[GCPad<n>]` for each driven port, mapped to its FIFO (reference, section 4), and
+/// `[GCPad<n>]` for each driven port, mapped to its FIFO (docs/melee-reference.md, section 4), and
 /// for a person's mapped pad its device and mapping.
 pub fn gcpad_ini(ports: &[usize], human: Option<&(usize, HumanPad)>) -> String {
     let mut out: String = ports.iter().map(|&p| gcpad_section(p)).collect();

@@ -1,4 +1,4 @@
-//! Melee's characters and the three numberings the game uses for them (reference,
+//! Melee's characters and the three numberings the game uses for them (docs/melee-reference.md,
 //! section 7). Mixing them up picks the wrong fighter without any error, so every
 //! character is one row here and code asks the row for the id it needs:
 //!

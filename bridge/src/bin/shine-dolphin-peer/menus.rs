@@ -185,9 +185,9 @@ impl Menus {
     /// its stand-in's pad here).
     pub fn frame(&mut self, pipes: &[Option<Pad>; 4]) {
         let mut pads = *pipes;
-        for p in 0..4 {
+        for (p, pad) in pads.iter_mut().enumerate() {
             if self.ports[p].plug == Plug::Person {
-                pads[p] = Some(self.stand_in_pad(p));
+                *pad = Some(self.stand_in_pad(p));
             }
         }
         let pads = &pads;
