@@ -6,7 +6,8 @@
 # 200-episode survival at level 9; then the medians and the spread (min-max) over the
 # seeds.
 #
-#   scripts/learn-seeds.sh [--minutes M] [--config FILE] [--prioritized] [--stop-at F] [--label NAME] SEED...
+#   scripts/learn-seeds.sh [--minutes M] [--config FILE] [--prioritized] [--stop-at F] [--label NAME] [--out DIR]
+#                          [learn.sh's --seconds S --device D --workers N --envs E --bin DIR --no-baselines] SEED...
 #
 #   --minutes M      training time of each seed (default 30)
 #   --config FILE    the manager's config (learn.sh --config; default configs/learn.toml)
@@ -15,6 +16,8 @@
 #                    --stop-at): the minute measurement without the rest of the half hour
 #   --label NAME     data/learn-seeds/NAME/seed-N/ holds each run (default uniform or
 #                    prioritized)
+#   --out DIR        hold the runs in DIR/seed-N/ instead
+#   --seconds, --device, --workers, --envs, --bin, --no-baselines: passed to learn.sh
 #
 # Runs take the whole machine one after the other; nothing else should run meanwhile
 # (minutes are wall-clock: another load slows the learner). The table is printed and
@@ -24,7 +27,7 @@ set -euo pipefail
 # run goes on (it takes half an hour or more) does not change what it does.
 {
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-minutes=30 config= prioritized= stop_at= label= seeds=()
+minutes=30 config= prioritized= stop_at= label= out= seeds=() pass=()
 while (( $# )); do
     case $1 in
         --minutes) minutes=$2; shift 2 ;;
@@ -32,6 +35,10 @@ while (( $# )); do
         --prioritized) prioritized=--prioritized; shift ;;
         --stop-at) stop_at=$2; shift 2 ;;
         --label) label=$2; shift 2 ;;
+        --out) out=$2; shift 2 ;;
+        --seconds) minutes=$(python3 -c "print(round($2 / 60, 2))"); pass+=("$1" "$2"); shift 2 ;;
+        --device|--workers|--envs|--bin) pass+=("$1" "$2"); shift 2 ;;
+        --no-baselines) pass+=("$1"); shift ;;
         -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         [0-9]*) seeds+=("$1"); shift ;;
         *) echo "learn-seeds.sh: unknown argument $1 (see scripts/learn-seeds.sh --help)" >&2; exit 2 ;;
@@ -39,12 +46,12 @@ while (( $# )); do
 done
 (( ${#seeds[@]} )) || { echo "learn-seeds.sh: name at least one seed, e.g. scripts/learn-seeds.sh 1 2 3" >&2; exit 2; }
 label=${label:-$([ -n "$prioritized" ] && echo prioritized || echo uniform)}
-out=data/learn-seeds/$label
+out=${out:-data/learn-seeds/$label}
 mkdir -p "$out"
 
 for s in "${seeds[@]}"; do
     echo "=== seed $s ($label) ==="
-    scripts/learn.sh "$minutes" --seed "$s" ${config:+--config "$config"} $prioritized ${stop_at:+--stop-at "$stop_at"} --data "$out/seed-$s"
+    scripts/learn.sh "$minutes" --seed "$s" ${config:+--config "$config"} $prioritized ${stop_at:+--stop-at "$stop_at"} --data "$out/seed-$s" "${pass[@]}"
 done
 
 python3 - "$out" "$label" "$minutes" "$stop_at" "${seeds[@]}" <<'PY' | tee "$out/summary.md"
@@ -63,15 +70,17 @@ for s in seeds:
     m = re.search(r"^model v(\d+), CPU level 9: full-minute survival ([\d.]+) % \((\d+)/(\d+)\), 95 % interval ([\d.]+-[\d.]+) %", text, re.M)
     trained = re.search(r"^training: (\d+) minutes", text, re.M).group(1)
     final = f"v{m.group(1)}: {m.group(2)} % ({m.group(3)}/{m.group(4)}), {m.group(5)} %" if m else "(no evaluation)"
-    rows.append((s, trained, first, models_first, final, bool(m) and float(m.group(2)) >= 90.0))
+    r = re.search(r"^rates: (\d+) train steps/s, (\d+) transitions/s", text, re.M)
+    rates = (r.group(1), r.group(2)) if r else ("-", "-")
+    rows.append((s, trained, first, models_first, final, bool(m) and float(m.group(2)) >= 90.0, rates))
     firsts.append(first)
     models_firsts.append(models_first)
 print(f"## {label}: {len(seeds)} seeds of scripts/learn.sh {minutes}{' --stop-at ' + stop_at if stop_at else ''}\n")
-print("| worker seed | trained (min) | evaluation window first >= 90 % | last minute's models first >= 90 % | final model at level 9 (greedy, seeds 1,000,000..) |")
-print("|---:|---:|---|---|---|")
+print("| worker seed | trained (min) | evaluation window first >= 90 % | last minute's models first >= 90 % | final model at level 9 (greedy, seeds 1,000,000..) | train steps/s | transitions/s |")
+print("|---:|---:|---|---|---|---:|---:|")
 when = lambda first: f"minute {first[0]:.1f} ({first[1]:,} steps)" if first else "never"
-for s, trained, first, models_first, final, _ in rows:
-    print(f"| {s} | {trained} | {when(first)} | {when(models_first)} | {final} |")
+for s, trained, first, models_first, final, _, (sps, tps) in rows:
+    print(f"| {s} | {trained} | {when(first)} | {when(models_first)} | {final} | {sps} | {tps} |")
 reached = sum(1 for r in rows if r[5])
 print(f"\nfinal model >= 90 %: {reached} of {len(rows)} seeds")
 # A seed that never got there counts as later than any that did.

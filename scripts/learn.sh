@@ -6,8 +6,10 @@
 # at levels 1 and 9 for the fight.
 #
 #   scripts/learn.sh [MINUTES] [--config FILE] [--seed N] [--prioritized] [--stop-at FRACTION] [--data DIR]
+#                    [--seconds S] [--device D] [--workers N] [--envs E] [--bin DIR] [--no-baselines]
 #
 #   MINUTES          training time (default 30)
+#   --seconds S      training time in seconds instead (a short check)
 #   --config FILE    the manager's config (default configs/learn.toml; configs/fight.toml
 #                    trains the fight task)
 #   --seed N         the worker's seed (default 7): its matches and its exploration
@@ -15,6 +17,12 @@
 #   --stop-at F      stop training early once the manager's evaluation window reaches
 #                    F (0.9 = 90 % survival), checked every minute
 #   --data DIR       where everything goes (default data/learn; emptied first)
+#   --device D       the manager's training device (shine-manager --device: auto, cpu,
+#                    cuda, cuda:N; default: the config's)
+#   --workers N      worker processes (default 1); worker i plays with seed SEED + 1000 i
+#   --envs E         environments per worker (shine-worker --envs: a number or auto; 1)
+#   --bin DIR        shine-manager and shine-worker already built (default: release builds)
+#   --no-baselines   evaluate the trained bot only (no idle, random, dodge or CPU rows)
 #
 # Writes DIR/curve.csv (evaluation survival against training time, from the manager's
 # stats and history: its window, and the models of the last minute) and DIR/result.txt;
@@ -24,7 +32,8 @@ set -euo pipefail
 # run goes on (it takes half an hour or more) does not change what it does.
 {
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-minutes=30 seed=7 prioritized= stop_at= data=data/learn base=configs/learn.toml
+minutes=30 seconds= seed=7 prioritized= stop_at= data=data/learn base=configs/learn.toml
+device= workers=1 envs=1 bin= baselines=1
 while (( $# )); do
     case $1 in
         --config) base=$2; shift 2 ;;
@@ -32,6 +41,12 @@ while (( $# )); do
         --prioritized) prioritized=1; shift ;;
         --stop-at) stop_at=$2; shift 2 ;;
         --data) data=$2; shift 2 ;;
+        --seconds) seconds=$2; shift 2 ;;
+        --device) device=$2; shift 2 ;;
+        --workers) workers=$2; shift 2 ;;
+        --envs) envs=$2; shift 2 ;;
+        --bin) bin=$2; shift 2 ;;
+        --no-baselines) baselines=; shift ;;
         -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         [0-9]*) minutes=$1; shift ;;
         *) echo "learn.sh: unknown argument $1 (see scripts/learn.sh --help)" >&2; exit 2 ;;
@@ -47,10 +62,14 @@ fi
 task=$(sed -n 's/^task *= *"\(.*\)".*/\1/p' "$base" | head -1)
 task=${task:-untouchable}
 
-. scripts/env.sh
-cargo build --release -p shine-manager
-cargo build --release -p shine-worker
-bin=${CARGO_TARGET_DIR:-target}/release
+[[ $workers =~ ^[1-9][0-9]*$ ]] || { echo "learn.sh: --workers takes a number of worker processes, not $workers" >&2; exit 2; }
+limit=${seconds:-$(( minutes * 60 ))}
+if [[ -z "$bin" ]]; then
+    . scripts/env.sh
+    cargo build --release -p shine-manager
+    cargo build --release -p shine-worker
+    bin=${CARGO_TARGET_DIR:-target}/release
+fi
 
 rm -rf "$data"
 mkdir -p "$data/logs"
@@ -62,11 +81,13 @@ if [ -n "$prioritized" ]; then
 fi
 token=$(python3 -c 'import secrets; print(secrets.token_hex(16))')
 url="http://127.0.0.1:$port"
-"$bin/shine-manager" --config "$config" --data-dir "$data" --token "$token" >"$data/logs/manager.log" 2>&1 &
+"$bin/shine-manager" --config "$config" --data-dir "$data" --token "$token" ${device:+--device "$device"} >"$data/logs/manager.log" 2>&1 &
 manager=$!
-worker=
+worker_pids=()
 cleanup() {
-    [ -n "$worker" ] && kill -TERM "$worker" 2>/dev/null && wait "$worker" 2>/dev/null
+    for w in "${worker_pids[@]}"; do kill -TERM "$w" 2>/dev/null; done
+    for w in "${worker_pids[@]}"; do wait "$w" 2>/dev/null; done
+    worker_pids=()
     kill -TERM "$manager" 2>/dev/null && wait "$manager" 2>/dev/null
     true
 }
@@ -75,13 +96,19 @@ for _ in $(seq 1 100); do
     python3 -c "import urllib.request; urllib.request.urlopen('$url/healthz', timeout=1)" 2>/dev/null && break
     sleep 0.2
 done
-"$bin/shine-worker" run --manager "$url" --token "$token" --envs 1 --seed "$seed" --spool-dir "$data/spool" >"$data/logs/worker.log" 2>&1 &
-worker=$!
+for (( i = 0; i < workers; i++ )); do
+    # The first worker's log keeps its old name (docs/learning.md cites worker.log).
+    log=$data/logs/worker.log
+    (( i > 0 )) && log=$data/logs/worker-$i.log
+    "$bin/shine-worker" run --manager "$url" --token "$token" --envs "$envs" --seed $(( seed + 1000 * i )) --spool-dir "$data/spool-$i" >"$log" 2>&1 &
+    worker_pids+=($!)
+done
 
-echo "training for $minutes minutes${stop_at:+ (or until the evaluation window reaches $stop_at)}, $base, task $task, worker seed $seed${prioritized:+, prioritized replay} (logs in $data/logs)"
+echo "training for $(( limit / 60 )) min $(( limit % 60 )) s${stop_at:+ (or until the evaluation window reaches $stop_at)}, $base, task $task, worker seed $seed, $workers worker(s) x $envs env(s)${device:+, device $device}${prioritized:+, prioritized replay} (logs in $data/logs)"
 start=$(date +%s)
-while (( $(date +%s) - start < minutes * 60 )); do
-    sleep 60
+tick=$(( limit < 60 ? limit : 60 ))
+while (( $(date +%s) - start < limit )); do
+    sleep "$tick"
     # Exit status 3: the evaluation window reached --stop-at.
     rc=0
     python3 - "$url" "$start" "$stop_at" <<'PY' || rc=$?
@@ -101,7 +128,16 @@ PY
         break
     fi
 done
-trained=$(( ($(date +%s) - start) / 60 ))
+elapsed=$(( $(date +%s) - start ))
+trained=$(( elapsed / 60 ))
+# The learner's and the fleet's rates over the whole run, from the manager's counters.
+rates=$(python3 - "$url" "$elapsed" <<'PY'
+import json, sys, urllib.request
+c = json.load(urllib.request.urlopen(sys.argv[1] + "/api/v1/stats?since=9e99", timeout=20))["current"]
+secs = max(float(sys.argv[2]), 1.0)
+print(f"rates: {c['train_steps'] / secs:.0f} train steps/s, {c['transitions_inserted'] / secs:.0f} transitions/s inserted ({c['train_steps']:,} steps, {c['transitions_inserted']:,} transitions in {secs:.0f} s)")
+PY
+)
 
 # The learning curve, from the manager's own time series. eval_survival is the manager's
 # window (its last [stats] recent_episodes = 1,000 evaluation episodes), which spans
@@ -133,7 +169,8 @@ cleanup
 trap - EXIT INT TERM
 
 {
-    echo "training: $trained minutes ($base, task $task, worker seed $seed${prioritized:+, prioritized replay}); evaluation: $episodes episodes at CPU level 9, seeds 1000000.."
+    echo "training: $trained minutes ($base, task $task, worker seed $seed, $workers worker(s) x $envs env(s)${device:+, device $device}${prioritized:+, prioritized replay}); evaluation: $episodes episodes at CPU level 9, seeds 1000000.."
+    echo "$rates"
     python3 - "$data/curve.csv" <<'PY'
 import csv, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
@@ -144,7 +181,9 @@ print(f"first at 90 % survival: the evaluation window at {first('eval_survival')
 PY
     "$bin/shine-worker" eval --model "$data/final.safetensors" --task "$task" --episodes "$episodes" --cpu-level 9 2>/dev/null
     baseline() { "$bin/shine-worker" play --task "$task" "$@" --episodes "$episodes" --cpu-level 9 --seed 1000000 --quiet 2>/dev/null; }
-    if [ "$task" = fight ]; then
+    if [ -z "$baselines" ]; then
+        :
+    elif [ "$task" = fight ]; then
         baseline --policy idle
         baseline --policy random
         baseline --policy cpu --bot-level 1

@@ -4,6 +4,7 @@ compute: the benchmark of docs/benchmarks.md ("Several runs on one device").
 
     python3 scripts/runs_bench.py                      (k = 1, 2, 4; 60 s each)
     python3 scripts/runs_bench.py --k 4 --secs 120 --capacity 100000
+    python3 scripts/runs_bench.py --device cuda --bin DIR   (on a GPU: one card shared, prebuilt binaries)
 
 For each k: (a) one manager with k runs (`[[runs]]` r1..rk), and (b) k managers with
 one run each. Every manager is pinned to the same single core (`taskset -c
@@ -12,8 +13,9 @@ one run each. Every manager is pinned to the same single core (`taskset -c
 (`samples_per_insert = 0`): once a run's burn-in is in, it trains as fast as it is
 given the device. After every run has trained for --warmup-secs, the train steps of
 each run are read, again --secs later; the resident memory (VmRSS) of the manager
-processes is summed at the end. Prints one row per (k, mode): aggregate steps/s, each
-run's steps/s, the smallest run's share of its fair share, and the memory.
+processes is summed at the end, with the GPU memory they hold (nvidia-smi) on a GPU.
+Prints one row per (k, mode): aggregate steps/s, each run's steps/s, the smallest run's
+share of its fair share, and the memory.
 """
 import argparse
 import os
@@ -28,15 +30,15 @@ from soak import ROOT, build, get_json, rss_mb
 
 TRAINER = """
 [trainer]
-device = "cpu"
-burn_in = 2000
+device = "{device}"
+burn_in = {burn_in}
 samples_per_insert = 0.0
 checkpoint_every = 0
 checkpoint_every_secs = 0.0
 """
 
 
-def manager_config(port, data, token, capacity, runs):
+def manager_config(port, data, token, capacity, runs, device="cpu", burn_in=2000):
     text = f"""
 [server]
 listen = "127.0.0.1:{port}"
@@ -47,7 +49,7 @@ upload_every_secs = 1.0
 [replay]
 capacity = {capacity}
 update_size = 1000
-{TRAINER}
+{TRAINER.format(device=device, burn_in=burn_in)}
 """
     for r in runs:
         text += f'\n[[runs]]\nname = "{r}"\n'
@@ -65,6 +67,17 @@ def wait_up(url, proc, log):
         except OSError:
             time.sleep(0.3)
     sys.exit(f"a manager did not come up; its log: {log}")
+
+
+def gpu_mb(pids):
+    """GPU memory the managers hold, as nvidia-smi reports it (None without a GPU)."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=20, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    used = {int(p): float(m) for p, m in (line.split(",") for line in out.splitlines() if line.strip())}
+    return sum(used.get(pid, 0.0) for pid in pids)
 
 
 def steps(urls):
@@ -88,7 +101,7 @@ def trial(bindir, k, mode, args, base_port, workdir):
             os.makedirs(d)
             cfg = os.path.join(d, "manager.toml")
             with open(cfg, "w") as f:
-                f.write(manager_config(port, os.path.join(d, "data"), token, args.capacity, runs))
+                f.write(manager_config(port, os.path.join(d, "data"), token, args.capacity, runs, args.device, args.burn_in))
             log = os.path.join(d, "manager.log")
             p = subprocess.Popen(["taskset", "-c", str(args.manager_core), os.path.join(bindir, "shine-manager"), "--config", cfg],
                                  stdout=open(log, "w"), stderr=subprocess.STDOUT)
@@ -116,7 +129,7 @@ def trial(bindir, k, mode, args, base_port, workdir):
         s1, t1 = steps(urls), time.time()
         rss = sum(rss_mb(pid) or 0.0 for pid in mpids)
         per_run = sorted((s1[key] - s0[key]) / (t1 - t0) for key in s1)
-        return per_run, rss
+        return per_run, rss, gpu_mb(mpids)
     finally:
         for p in procs:
             p.terminate()
@@ -133,26 +146,30 @@ def main():
     ap.add_argument("--secs", type=float, default=60, help="seconds measured per trial (60)")
     ap.add_argument("--warmup-secs", type=float, default=15, help="seconds of training before measuring (15)")
     ap.add_argument("--capacity", type=int, default=1_000_000, help="[replay] capacity of every run (1,000,000)")
-    ap.add_argument("--manager-core", type=int, default=0, help="the core every manager is pinned to (0)")
-    ap.add_argument("--worker-core", type=int, default=1, help="the core every worker is pinned to (1)")
+    ap.add_argument("--manager-core", default="0", help="the cores every manager is pinned to, as taskset -c takes them (0)")
+    ap.add_argument("--worker-core", default="1", help="the cores every worker is pinned to (1)")
+    ap.add_argument("--device", default="cpu", help="[trainer] device of every manager: cpu (default), cuda, cuda:N")
+    ap.add_argument("--burn-in", type=int, default=2000, help="[trainer] burn_in of every run (2000)")
+    ap.add_argument("--bin", help="a folder with shine-manager and shine-worker already built (default: build release here)")
     ap.add_argument("--port", type=int, default=8300, help="first port (8300)")
     ap.add_argument("--dir", default="data/runs-bench", help="data and logs (data/runs-bench)")
     args = ap.parse_args()
 
-    bindir = build()
+    bindir = args.bin or build()
     workdir = os.path.join(ROOT, args.dir)
-    print(f"{'k':>2} {'mode':<9} {'steps/s total':>13} {'per run (min..max)':>20} {'spread':>7} {'min/fair':>8} {'RSS MB':>7}", flush=True)
+    print(f"device {args.device}; {args.secs:.0f} s measured after {args.warmup_secs:.0f} s of training; capacity {args.capacity:,}", flush=True)
+    print(f"{'k':>2} {'mode':<9} {'steps/s total':>13} {'per run (min..max)':>20} {'spread':>7} {'min/fair':>8} {'RSS MB':>7} {'GPU MB':>7}", flush=True)
     results = {}
     for k in [int(x) for x in args.k.split(",")]:
         for mode in ["one", "separate"]:
-            per_run, rss = trial(bindir, k, mode, args, args.port, workdir)
+            per_run, rss, gpu = trial(bindir, k, mode, args, args.port, workdir)
             total = sum(per_run)
             fair = total / k
             spread = (max(per_run) - min(per_run)) / statistics.mean(per_run) if k > 1 else 0.0
             results[(k, mode)] = (total, rss)
             label = "1 manager" if mode == "one" else f"{k} managers"
             print(f"{k:>2} {label:<9} {total:>13.0f} {min(per_run):>9.0f}..{max(per_run):<9.0f} {spread * 100:>6.1f}% "
-                  f"{min(per_run) / fair * 100:>7.1f}% {rss:>7.0f}", flush=True)
+                  f"{min(per_run) / fair * 100:>7.1f}% {rss:>7.0f} {'-' if gpu is None else f'{gpu:.0f}':>7}", flush=True)
         (one, one_rss), (sep, sep_rss) = results[(k, "one")], results[(k, "separate")]
         print(f"   k={k}: one manager {one / sep * 100:.1f} % of the separate managers' steps/s, {one_rss / sep_rss * 100:.1f} % of their memory",
               flush=True)

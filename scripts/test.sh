@@ -40,6 +40,20 @@ cargo test --workspace --exclude shine-worker "$@"
 cargo build -p shine-manager
 echo "==> tests: worker (built without libtorch)" >&2
 cargo test -p shine-worker "$@"
+echo "==> tests: the GPU scripts in their CPU form (a GPU machine runs them for real)" >&2
+cargo build -p shine-manager --example replay_bench
+debug=${CARGO_TARGET_DIR:-target}/debug
+gpu_out=$(mktemp -d)
+OUT=$gpu_out/check scripts/gpu-check.sh --device cpu --small --bin "$debug" >"$gpu_out/check.md"
+# Every table the script gathers is there: the add cost, the train step, PyTorch, the runs.
+for want in '^Adding one experience' '^Train step' '^| 128 | eager |' '^ *2 2 managers'; do
+    grep -q -- "$want" "$gpu_out/check.md" || { cat "$gpu_out/check.md"; echo "gpu-check.sh: no line matching $want" >&2; exit 1; }
+done
+OUT=$gpu_out/learn scripts/gpu-learn.sh --device cpu --seeds 1 --seconds 40 --workers 2 --bin "$debug" --eval-episodes 4 --no-baselines >"$gpu_out/learn.md"
+# One seed trained (steps and transitions counted) and evaluated.
+grep -qE '^\| 1 \| 0 \| .* \| v[0-9]+: [0-9.]+ % \([0-9]+/4\).* \| [1-9][0-9]* \| [1-9][0-9]* \|$' "$gpu_out/learn.md" || { cat "$gpu_out/learn.md"; echo "gpu-learn.sh: no row for seed 1" >&2; exit 1; }
+rm -rf "$gpu_out"
+
 echo "==> tests: the dashboard in headless Chromium" >&2
 scripts/browser-test.sh
 # (after the browser test, which installs Node.js where it is missing)

@@ -9,10 +9,13 @@ with gamma 0.99, Huber loss, gradients clipped to norm 10, RMSprop (lr 2.5e-4, a
 uniformly from a replay of --capacity rows held in a tensor (Shine's 57-float rows).
 Autograd, torch.optim.RMSprop and clip_grad_norm_ as they come: no fusing by hand.
 
-    .venv/bin/python scripts/torch_step_bench.py [--batches 32,128] [--threads 1]
+    .venv/bin/python scripts/torch_step_bench.py [--batches 32,128] [--threads 1] [--device cuda] [--compile]
 
 (`. scripts/env.sh` makes .venv, the PyTorch 2.11.0 that Shine's libtorch is.)
 Prints ms per step (sample + update): the median of --repeats runs of --steps steps.
+--device cuda keeps the replay and the model on the GPU; --compile also times the step
+under torch.compile(mode="reduce-overhead") (TorchInductor with CUDA graphs on a GPU),
+the fastest a PyTorch user gets without writing kernels.
 """
 
 import argparse
@@ -44,11 +47,16 @@ class DuelingDqn(nn.Module):
         return v + a - a.mean(dim=1, keepdim=True)
 
 
-def replay_rows(capacity, actions, gen):
+def replay_rows(capacity, actions, gen, device):
     rows = torch.rand(capacity, ROW, generator=gen) * 2 - 1
     rows[:, ACTION] = torch.randint(0, actions, (capacity,), generator=gen).float()
     rows[:, TERMINAL] = (torch.rand(capacity, generator=gen) < 0.01).float()
-    return rows
+    return rows.to(device)
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def main():
@@ -60,27 +68,31 @@ def main():
     p.add_argument("--steps", type=int, default=200, help="steps per timed run (default 200)")
     p.add_argument("--warmup", type=int, default=50, help="untimed steps first (default 50)")
     p.add_argument("--repeats", type=int, default=5, help="timed runs per batch; the median is printed (default 5)")
+    p.add_argument("--device", default="cpu", help="cpu (default) or cuda[:N]")
+    p.add_argument("--compile", action="store_true", help='also time the step under torch.compile(mode="reduce-overhead")')
     args = p.parse_args()
+    device = torch.device(args.device)
     batches = [int(b) for b in args.batches.split(",")]
     torch.set_num_threads(args.threads)
     gen = torch.Generator().manual_seed(2)
-    replay = replay_rows(args.capacity, args.actions, gen)
+    replay = replay_rows(args.capacity, args.actions, gen, device)
     gamma, clip, sync_every = 0.99, 10.0, 10_000
 
-    print(f"PyTorch {torch.__version__} eager, {torch.get_num_threads()} thread(s), {args.capacity:,} rows in the replay")
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"{torch.get_num_threads()} thread(s)"
+    print(f"PyTorch {torch.__version__} on {args.device} ({where}), {args.capacity:,} rows in the replay")
     print(f"median of {args.repeats} runs of {args.steps} steps after {args.warmup} warm-up\n")
-    print("| batch | PyTorch eager (ms / step) | runs |")
-    print("|---:|---:|---|")
-    for batch in batches:
+    modes = ["eager", "compiled"] if args.compile else ["eager"]
+    print("| batch | mode | PyTorch (ms / step) | runs |")
+    print("|---:|---|---:|---|")
+    for batch, mode in [(b, m) for b in batches for m in modes]:
         torch.manual_seed(3)
-        online, target = DuelingDqn(args.actions), DuelingDqn(args.actions)
+        online, target = DuelingDqn(args.actions).to(device), DuelingDqn(args.actions).to(device)
         target.load_state_dict(online.state_dict())
         opt = torch.optim.RMSprop(online.parameters(), lr=2.5e-4, alpha=0.99, eps=1e-8)
         step_count = 0
 
-        def step():
-            nonlocal step_count
-            b = replay.index_select(0, torch.randint(0, args.capacity, (batch,)))
+        def update():
+            b = replay.index_select(0, torch.randint(0, args.capacity, (batch,), device=device))
             states, next_states = b[:, STATE:ACTION], b[:, NEXT:TERMINAL]
             actions = b[:, ACTION].long().unsqueeze(1)
             with torch.no_grad():
@@ -93,6 +105,14 @@ def main():
             loss.backward()
             nn.utils.clip_grad_norm_(online.parameters(), clip)
             opt.step()
+            return loss
+
+        # The compiled update is the same function, traced once by TorchInductor.
+        fn = torch.compile(update, mode="reduce-overhead") if mode == "compiled" else update
+
+        def step():
+            nonlocal step_count
+            loss = fn()
             step_count += 1
             if step_count % sync_every == 0:
                 target.load_state_dict(online.state_dict())
@@ -100,13 +120,15 @@ def main():
 
         for _ in range(args.warmup):
             step()
+        sync(device)
         runs = []
         for _ in range(args.repeats):
             t = time.perf_counter()
             for _ in range(args.steps):
                 step()
+            sync(device)
             runs.append((time.perf_counter() - t) * 1e3 / args.steps)
-        print(f"| {batch} | {statistics.median(runs):.3f} | {', '.join(f'{r:.3f}' for r in runs)} |")
+        print(f"| {batch} | {mode} | {statistics.median(runs):.4f} | {', '.join(f'{r:.4f}' for r in runs)} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -366,6 +366,18 @@ mod tests {
         run(args).unwrap();
     }
 
+    /// On a GPU: the graph step equals the eager one (replay_bench runs the same check
+    /// on CUDA, before its graph table).
+    #[test]
+    #[ignore = "needs a CUDA device: scripts/gpu-check.sh runs replay_bench, which checks this"]
+    fn graph_step_equals_the_eager_step_over_20_steps() {
+        assert!(tch::Cuda::is_available(), "this test needs a CUDA device");
+        for batch_size in [32, 128] {
+            let worst = graph_equals_eager(0, batch_size).unwrap();
+            assert!(worst < 1e-4, "batch {batch_size}: {worst}");
+        }
+    }
+
     #[test]
     fn random_rows_are_valid_transitions() {
         let rows = random_rows(500, 5, &mut rand::rngs::SmallRng::seed_from_u64(0));

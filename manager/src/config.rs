@@ -574,6 +574,16 @@ mod tests {
         assert_eq!((learn.game.action_set().unwrap(), learn.game.task().unwrap()), (ActionSet::Untouchable, Task::Untouchable));
         assert_eq!((fight.game.action_set().unwrap(), fight.game.task().unwrap()), (ActionSet::Fight, Task::Fight));
         assert_eq!((&fight.dqn, &fight.trainer, &fight.replay), (&learn.dqn, &learn.trainer, &learn.replay), "the same learner");
+        // scripts/gpu-learn.sh's: the same task and learner for a fleet and a CUDA
+        // learner: the ladder (no fixed epsilon), CUDA, the replay the graph step needs.
+        let gpu = Config::from_file(&dir.join("learn-gpu.toml")).unwrap();
+        gpu.runs().unwrap();
+        gpu.dqn.validate().unwrap();
+        gpu.replay.validate().unwrap();
+        assert_eq!((gpu.game.action_set().unwrap(), gpu.game.task().unwrap()), (ActionSet::Untouchable, Task::Untouchable));
+        assert_eq!((gpu.workers.epsilon, gpu.trainer.device.as_str()), (None, "cuda"));
+        assert_eq!((gpu.replay.kind, gpu.replay.sampling), (crate::replay::ReplayKind::Device, crate::replay::Sampling::Uniform));
+        assert_eq!((gpu.dqn.n_step, gpu.dqn.target_sync_every), (learn.dqn.n_step, learn.dqn.target_sync_every), "the learner's targets as learn.toml's");
     }
 
     #[test]

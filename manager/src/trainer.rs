@@ -811,8 +811,10 @@ pub(crate) mod tests {
     }
 }
 
-/// CUDA graphs on a real GPU: `scripts/gpu-check.sh` runs these (`cargo test --
-/// --ignored graph_`); without a GPU they are ignored.
+/// A run's trainer replaying its step as a CUDA graph, on a real GPU: `scripts/gpu-check.sh
+/// --tests BIN` runs these (the library's test binary, `--ignored graph_tests`); without a
+/// GPU they are ignored. (The graph step's equality with the eager one is `bench`'s check,
+/// which replay_bench runs.)
 #[cfg(test)]
 mod graph_tests {
     use super::tests::{batch, small};
@@ -821,16 +823,6 @@ mod graph_tests {
     fn cuda() -> tch::Device {
         assert!(tch::Cuda::is_available(), "these tests need a CUDA device (scripts/gpu-check.sh)");
         tch::Device::Cuda(0)
-    }
-
-    #[test]
-    #[ignore = "needs a CUDA device: scripts/gpu-check.sh runs it"]
-    fn graph_step_equals_the_eager_step_over_20_steps() {
-        cuda();
-        for batch_size in [32, 128] {
-            let worst = crate::bench::graph_equals_eager(0, batch_size).unwrap();
-            assert!(worst < 1e-4, "batch {batch_size}: {worst}");
-        }
     }
 
     #[test]
