@@ -131,6 +131,35 @@ fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
+/// Upload `uploader`'s tagged batches until one is refused 503 `storage_full`: the tags
+/// acknowledged (202) before it, and that refusal's body. An upload without an answer
+/// fails the test with what became of the manager.
+fn upload_until_storage_full(http: &reqwest::blocking::Client, url: &str, uploader: u32, manager: &mut Child) -> (Vec<u32>, Value) {
+    let mut acked = Vec::new();
+    for seq in 0..2000 {
+        let (body, tags) = tagged_upload(uploader, seq);
+        let r = http
+            .post(format!("{url}/api/v1/experience"))
+            .bearer_auth(TOKEN)
+            .header("content-type", "application/octet-stream")
+            .body(body)
+            .send()
+            .unwrap_or_else(|e| panic!("upload {seq} got no answer ({e}); the manager: {:?}", manager.try_wait().unwrap()));
+        match r.status().as_u16() {
+            202 => acked.extend(tags),
+            503 => {
+                let v: Value = r.json().unwrap();
+                if v["error"]["code"] == "storage_full" {
+                    return (acked, v);
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            s => panic!("unexpected {s}"),
+        }
+    }
+    panic!("the file-size limit was never reached")
+}
+
 /// Upload `tag`'s rows: every row's reward is its own unique number.
 fn tagged_upload(uploader: u32, seq: u32) -> (Vec<u8>, Vec<u32>) {
     let base = uploader * 1_000_000 + seq * 100;
@@ -353,25 +382,7 @@ fn a_full_disk_answers_503_storage_full_and_keeps_what_was_acknowledged() {
     // Segments of 1 MiB, files limited to 700 KB: the first segment fills up.
     let mut manager = start_limited(&rig, 700_000);
     let http = reqwest::blocking::Client::new();
-    let mut acked = Vec::new();
-    let mut full = None;
-    for seq in 0..2000 {
-        let (body, tags) = tagged_upload(7, seq);
-        let r = http.post(format!("{url}/api/v1/experience")).bearer_auth(TOKEN).header("content-type", "application/octet-stream").body(body).send().unwrap();
-        match r.status().as_u16() {
-            202 => acked.extend(tags),
-            503 => {
-                let v: Value = r.json().unwrap();
-                if v["error"]["code"] == "storage_full" {
-                    full = Some(v);
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            s => panic!("unexpected {s}"),
-        }
-    }
-    let full = full.expect("the file-size limit was reached");
+    let (acked, full) = upload_until_storage_full(&http, &url, 7, &mut manager);
     assert!(full["error"]["message"].as_str().unwrap().contains("disk is full"), "{full}");
     // Still serving reads, and still refusing (not corrupting) further uploads.
     assert_eq!(http.get(format!("{url}/api/v1/stats")).send().unwrap().status(), 200);
@@ -405,25 +416,7 @@ fn a_file_size_limit_with_sigxfsz_at_its_default_answers_503_and_the_manager_liv
     let http = reqwest::blocking::Client::new();
     let post =
         |body: Vec<u8>| http.post(format!("{url}/api/v1/experience")).bearer_auth(TOKEN).header("content-type", "application/octet-stream").body(body).send();
-    let mut acked = Vec::new();
-    let mut full = None;
-    for seq in 0..2000 {
-        let (body, tags) = tagged_upload(8, seq);
-        let r = post(body).unwrap_or_else(|e| panic!("upload {seq} got no answer ({e}); the manager: {:?}", manager.try_wait().unwrap()));
-        match r.status().as_u16() {
-            202 => acked.extend(tags),
-            503 => {
-                let v: Value = r.json().unwrap();
-                if v["error"]["code"] == "storage_full" {
-                    full = Some(v);
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            s => panic!("unexpected {s}"),
-        }
-    }
-    let full = full.expect("the file-size limit was reached");
+    let (acked, full) = upload_until_storage_full(&http, &url, 8, &mut manager);
     assert!(full["error"]["message"].as_str().unwrap().contains("disk is full"), "{full}");
     assert!(manager.try_wait().unwrap().is_none(), "the manager is still running");
     assert_eq!(http.get(format!("{url}/healthz")).send().unwrap().status(), 200);

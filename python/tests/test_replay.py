@@ -207,21 +207,21 @@ class ReplayErrorsTest(unittest.TestCase):
         self.assertIn("could not read the replay", err)
         self.assertFalse(os.path.exists(self.out))
 
-    def test_model_with_an_unknown_action_set(self):
-        meta, w = support.make_model("jump_only", 5)
+    def model_file(self, action_set):
+        meta, w = support.make_model(action_set, 5)
         path = os.path.join(self.tmp.name, "m.safetensors")
         with open(path, "wb") as f:
             f.write(model_mod.save_bytes(meta, w))
+        return path
+
+    def test_model_with_an_unknown_action_set(self):
+        path = self.model_file("jump_only")
         rc, err = run_cli("states", "--slp", support.REPLAY, "--port", "2", "--model", path, "--out", self.out)
         self.assertEqual(rc, 2)
         self.assertIn("unknown action set 'jump_only': this adapter knows fight, untouchable", err)
 
-
     def test_model_on_a_port_that_is_not_fox(self):
-        meta, w = support.make_model("untouchable", 5)
-        path = os.path.join(self.tmp.name, "m.safetensors")
-        with open(path, "wb") as f:
-            f.write(model_mod.save_bytes(meta, w))
+        path = self.model_file("untouchable")
         rc, err = run_cli("states", "--slp", support.REPLAY, "--port", "1", "--model", path, "--out", self.out)
         self.assertEqual(rc, 2, err)
         self.assertIn("port 1 plays Marth in this replay, and Shine's models play Fox", err)
