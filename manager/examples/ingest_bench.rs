@@ -673,8 +673,11 @@ fn metric(text: &str, name: &str) -> Option<f64> {
     text.lines().find(|l| l.strip_prefix(name).is_some_and(|rest| rest.starts_with(' '))).and_then(|l| l.rsplit(' ').next()?.parse().ok())
 }
 
+/// The log's fsyncs, summed over the runs (the counter is labelled by run).
 fn fsyncs(text: &str) -> u64 {
-    metric(text, "shine_wal_fsyncs_total").unwrap_or(0.0) as u64
+    let name = "shine_wal_fsyncs_total";
+    let values = text.lines().filter(|l| l.strip_prefix(name).is_some_and(|rest| rest.starts_with([' ', '{'])));
+    values.filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum::<f64>() as u64
 }
 
 /// CPU seconds of this process's threads, by group; and of the whole machine: busy,
