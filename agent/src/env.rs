@@ -47,6 +47,9 @@ impl<E: Emulator> Env<E> {
     pub fn emulator(&self) -> &E {
         &self.emu
     }
+    pub fn emulator_mut(&mut self) -> &mut E {
+        &mut self.emu
+    }
     pub fn actions(&self) -> ActionSet {
         self.actions
     }

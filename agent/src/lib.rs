@@ -19,6 +19,7 @@
 //! - [`state`]: the 27-float state of docs/melee-reference.md, section 1.
 //! - [`actions`]: macro-actions as per-frame pad scripts.
 //! - [`task`]: rewards and episode end.
+//! - [`side`]: which fighter a bot plays, and the match from its point of view.
 //! - [`env`]: an emulator seen through the agent's eyes.
 //! - [`policy`]: baselines (idle, random, dodge) and greedy play of a model.
 //! - [`experience`]: the upload wire format.
@@ -48,6 +49,7 @@ pub mod experience;
 pub mod model;
 pub mod policy;
 pub mod protocol;
+pub mod side;
 pub mod state;
 pub mod stats;
 pub mod task;
@@ -65,5 +67,6 @@ mod unsafe_audit;
 
 pub use actions::ActionSet;
 pub use env::Env;
+pub use side::Side;
 pub use state::{Observation, StateReader, STATE_DIM};
 pub use task::{EpisodeEnd, Task};

@@ -12,7 +12,9 @@
 //!
 //! Metadata (all strings, as safetensors requires): `format` = "shine-dueling-dqn",
 //! `format_version`, `state_dim`, `action_set`, `action_count`, `layers`
-//! ("27,128,512"), `model_version`, `train_step`.
+//! ("27,128,512"), `model_version`, `train_step`, and `side` ("fox" or "marth", the
+//! fighter the model plays; files written before it existed have none and are Fox's).
+//! `docs/model-format.md` is the reference.
 //!
 //! [`QNet::forward`] is batched: one call computes Q for every environment that needs
 //! an action this frame, with `matrixmultiply`'s SIMD sgemm and buffers reused across
@@ -21,6 +23,7 @@
 
 mod sgemm;
 
+use crate::side::Side;
 use crate::state::STATE_DIM;
 use std::collections::HashMap;
 use thiserror::Error;
@@ -53,11 +56,18 @@ pub struct ModelMeta {
     pub stream: usize,
     pub model_version: u64,
     pub train_step: u64,
+    /// The fighter the model plays.
+    pub side: Side,
 }
 
 impl ModelMeta {
+    /// A Fox model's metadata (see [`ModelMeta::with_side`]).
     pub fn new(action_set: &str, action_count: usize) -> Self {
-        ModelMeta { action_set: action_set.into(), action_count, shared: SHARED, stream: STREAM, model_version: 0, train_step: 0 }
+        ModelMeta { action_set: action_set.into(), action_count, shared: SHARED, stream: STREAM, model_version: 0, train_step: 0, side: Side::Fox }
+    }
+
+    pub fn with_side(self, side: Side) -> Self {
+        ModelMeta { side, ..self }
     }
 
     /// `[out, in]` shape of each tensor in [`TENSORS`] order (biases are `[out]`).
@@ -76,6 +86,7 @@ impl ModelMeta {
             ("layers", format!("{STATE_DIM},{},{}", self.shared, self.stream)),
             ("model_version", self.model_version.to_string()),
             ("train_step", self.train_step.to_string()),
+            ("side", self.side.name().to_string()),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
@@ -113,6 +124,11 @@ impl ModelMeta {
             stream,
             model_version: num("model_version")?,
             train_step: num("train_step")?,
+            // Files from before sides existed are Fox's: the only side there was.
+            side: match m.get("side") {
+                None => Side::Fox,
+                Some(s) => s.parse().map_err(ModelError::Metadata)?,
+            },
         })
     }
 }
@@ -399,6 +415,29 @@ mod tests {
         let (meta, w) = model(5);
         let net = QNet::load(&save(&meta, &w).unwrap()).unwrap();
         assert_eq!(net.meta(), &meta);
+    }
+
+    #[test]
+    fn the_side_is_kept_and_a_file_without_one_is_fox() {
+        use safetensors::tensor::{Dtype, TensorView};
+        let (meta, w) = model(5);
+        let marth = meta.clone().with_side(Side::Marth);
+        assert_eq!(QNet::load(&save(&marth, &w).unwrap()).unwrap().meta().side, Side::Marth);
+        // The same file written with another `side` value, or with none (as before sides).
+        let with = |side: Option<&str>| {
+            let mut map = marth.to_map();
+            match side {
+                Some(s) => map.insert("side".into(), s.into()),
+                None => map.remove("side"),
+            };
+            let bytes: Vec<Vec<u8>> = w.iter().map(|t| t.iter().flat_map(|v| v.to_le_bytes()).collect()).collect();
+            let views: Vec<_> =
+                TENSORS.iter().zip(marth.shapes()).zip(&bytes).map(|((n, s), b)| (n.to_string(), TensorView::new(Dtype::F32, s, b).unwrap())).collect();
+            safetensors::serialize(views, Some(map)).unwrap()
+        };
+        assert_eq!(QNet::load(&with(None)).unwrap().meta().side, Side::Fox);
+        let err = QNet::load(&with(Some("falco"))).err().expect("an unknown side is refused").to_string();
+        assert!(err.contains("unknown side \"falco\""), "{err}");
     }
 
     #[test]

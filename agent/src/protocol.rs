@@ -41,6 +41,10 @@ pub struct Registration {
     pub action_set: String,
     /// `shine_agent::Task` name.
     pub task: String,
+    /// `shine_agent::Side` name: the fighter the run's bot plays ("fox" from a manager
+    /// that predates sides).
+    #[serde(default = "fox")]
+    pub side: String,
     /// Steps summed into each transition's reward.
     pub n_step: u8,
     pub gamma: f64,
@@ -65,6 +69,11 @@ pub struct Registration {
     pub cpu_level: u8,
     /// ...and the share of training episodes played at it (the rest: uniform 1..level).
     pub cpu_level_top_share: f64,
+}
+
+/// The side of a registration that does not name one.
+fn fox() -> String {
+    crate::Side::Fox.name().into()
 }
 
 /// `POST /api/v1/workers/{id}/heartbeat` request: the worker's own counters. Every

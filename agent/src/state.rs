@@ -183,6 +183,41 @@ mod tests {
     }
 
     #[test]
+    fn the_marth_side_state_is_the_fox_side_state_with_the_roles_swapped() {
+        use crate::side::Side;
+        // Both fighters in a match, every float different between them.
+        let mut img = image();
+        let (s1, e1) = (static_block(1), SIM_FIGHTER_DATA[1]);
+        let mut w = img.writer();
+        w.set_f32(s1 + static_player::Y, -20.0).unwrap();
+        w.set_u16(s1 + static_player::PERCENT, 45).unwrap();
+        w.set_u8(s1 + static_player::STOCKS, 2).unwrap();
+        w.set_u32(s1 + static_player::FIGHTER_PTR, e1).unwrap();
+        w.set_f32(e1 + fighter::SELF_AIR_VX, -3.0).unwrap();
+        w.set_f32(e1 + fighter::SELF_VY, 1.5).unwrap();
+        w.set_u32(e1 + fighter::ACTION_STATE, 0x2C).unwrap();
+        w.set_f32(e1 + fighter::FACING, 1.0).unwrap();
+        w.set_f32(e1 + fighter::SHIELD_SIZE, 60.0).unwrap();
+        w.set_u8(e1 + fighter::JUMPS_USED, 2).unwrap();
+        let game = MatchSetup::default();
+        let (mut fox, mut marth) = (StateReader::new(), StateReader::new());
+        marth.set_shine_flag(true);
+        fox.set_shine_flag(true);
+        let f = fox.read(img.view(), &Side::Fox.view(game)).unwrap();
+        let m = marth.read(img.view(), &Side::Marth.view(game)).unwrap();
+        let mut swapped = f.state;
+        swapped[..PLAYER_FLOATS].copy_from_slice(&f.state[PLAYER_FLOATS..2 * PLAYER_FLOATS]);
+        swapped[PLAYER_FLOATS..2 * PLAYER_FLOATS].copy_from_slice(&f.state[..PLAYER_FLOATS]);
+        assert_eq!(m.state, swapped);
+        assert_ne!(m.state, f.state, "the two blocks differ, so the swap is seen");
+        assert_eq!((m.agent, m.opponent), (f.opponent, f.agent));
+        // Marth is on port 0: its own block is the second one in its view.
+        assert_eq!(m.agent.stocks, 3);
+        assert_eq!(m.state[PLAYER_FLOATS + idx::X], 300.0 / 500.0);
+        assert_eq!(m.state[SHINE_FLAG], 1.0);
+    }
+
+    #[test]
     fn frames_in_action_counts_and_resets() {
         let mut img = image();
         let mut r = StateReader::new();

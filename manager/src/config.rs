@@ -21,7 +21,7 @@ use clap::Parser;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use shine_agent::dqn::DqnConfig;
-use shine_agent::{ActionSet, Task};
+use shine_agent::{ActionSet, Side, Task};
 use std::path::{Path, PathBuf};
 
 /// Everything `shine-manager` can be told.
@@ -96,6 +96,9 @@ pub struct RunSettings {
 impl RunSettings {
     pub fn action_set(&self) -> ActionSet {
         self.game.action_set().expect("validated")
+    }
+    pub fn side(&self) -> Side {
+        self.game.side().expect("validated")
     }
     pub fn task(&self) -> Task {
         self.game.task().expect("validated")
@@ -191,6 +194,8 @@ pub struct GameConfig {
     pub action_set: String,
     /// Reward and episode end: `untouchable` or `fight`.
     pub task: String,
+    /// The fighter the bot plays: `fox` or `marth` (the simulator only, so far).
+    pub side: String,
     /// Top CPU opponent level, 1..=9.
     pub cpu_level: u8,
     /// Share of training episodes at `cpu_level`; the rest draw 1..=cpu_level.
@@ -201,7 +206,14 @@ pub struct GameConfig {
 
 impl Default for GameConfig {
     fn default() -> Self {
-        GameConfig { action_set: "untouchable".into(), task: "untouchable".into(), cpu_level: 9, cpu_level_top_share: 0.7, eval_share: 0.02 }
+        GameConfig {
+            action_set: "untouchable".into(),
+            task: "untouchable".into(),
+            side: "fox".into(),
+            cpu_level: 9,
+            cpu_level_top_share: 0.7,
+            eval_share: 0.02,
+        }
     }
 }
 
@@ -212,9 +224,13 @@ impl GameConfig {
     pub fn task(&self) -> anyhow::Result<Task> {
         self.task.parse::<Task>().map_err(|e| anyhow::anyhow!("[game] task: {e}"))
     }
+    pub fn side(&self) -> anyhow::Result<Side> {
+        self.side.parse::<Side>().map_err(|e| anyhow::anyhow!("[game] side: {e}"))
+    }
     pub fn validate(&self) -> anyhow::Result<()> {
         self.action_set()?;
         self.task()?;
+        self.side()?;
         if !(1..=9).contains(&self.cpu_level) {
             bail!("[game] cpu_level = {} must be in 1..=9", self.cpu_level);
         }

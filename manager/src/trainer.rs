@@ -4,7 +4,7 @@
 //! calls it in turn.
 //!
 //! ```text
-//! let mut run = RunTrainer::build(RunSetup { name, weight, trainer, replay, dqn, actions, restore },
+//! let mut run = RunTrainer::build(RunSetup { name, weight, trainer, replay, dqn, actions, side, restore },
 //!                                 device, publish)?;
 //!     // restores <restore.data_dir>/checkpoint if present and the replay rows the
 //!     // write-ahead log kept (`Restore`); publishes the current model before returning:
@@ -33,8 +33,8 @@ use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 use shine_agent::dqn::{DqnConfig, Learner};
 use shine_agent::experience::{Batch, Expect, TRANSITION_FLOATS};
-use shine_agent::model::ModelMeta;
-use shine_agent::ActionSet;
+use shine_agent::model::{ModelMeta, QNet};
+use shine_agent::{ActionSet, Side};
 use std::path::PathBuf;
 use std::time::Instant;
 use tch::Tensor;
@@ -291,11 +291,13 @@ pub struct RunSetup {
     pub replay: ReplayConfig,
     pub dqn: DqnConfig,
     pub actions: ActionSet,
+    /// The fighter the run's bot plays (stamped on every model file it publishes).
+    pub side: Side,
     pub restore: Restore,
 }
 
-fn model_meta(actions: ActionSet, version: u64, train_step: u64) -> ModelMeta {
-    let mut m = ModelMeta::new(actions.name(), actions.len());
+fn model_meta(actions: ActionSet, side: Side, version: u64, train_step: u64) -> ModelMeta {
+    let mut m = ModelMeta::new(actions.name(), actions.len()).with_side(side);
     m.model_version = version;
     m.train_step = train_step;
     m
@@ -341,6 +343,7 @@ pub struct RunTrainer {
     weight: f64,
     cfg: TrainerConfig,
     actions: ActionSet,
+    side: Side,
     learner: Learner,
     replay: Replay,
     /// Whether train steps are replayed as a CUDA graph ([`TrainerConfig::cuda_graph`]).
@@ -369,7 +372,7 @@ impl RunTrainer {
     /// Build the learner and replay, restore the checkpoint and the logged rows, and
     /// publish the current model (so a run always has one to serve).
     pub fn build(setup: RunSetup, device: tch::Device, publish: Box<dyn Fn(Published) + Send>) -> anyhow::Result<RunTrainer> {
-        let RunSetup { name, weight, trainer: cfg, replay: replay_cfg, dqn: dqn_cfg, actions, restore } = setup;
+        let RunSetup { name, weight, trainer: cfg, replay: replay_cfg, dqn: dqn_cfg, actions, side, restore } = setup;
         cfg.validate(&replay_cfg)?;
         if !(weight.is_finite() && weight > 0.0) {
             bail!("run {name:?}: weight = {weight} must be a positive number");
@@ -400,6 +403,13 @@ impl RunTrainer {
                         actions.name()
                     );
                 }
+                let trained_as = QNet::load(&ck.model_file).map_or(Side::Fox, |n| n.meta().side);
+                if trained_as != side {
+                    bail!(
+                        "checkpoint {} was trained for {trained_as}, run {name:?} is configured for {side}: use another data dir or the same side",
+                        checkpoint::path(data_dir).display()
+                    );
+                }
                 let c = ck.meta.counters.clone();
                 let restored = learner
                     .load_state(&ck.tensors, c.train_step, c.optimizer_steps)
@@ -416,7 +426,7 @@ impl RunTrainer {
             None => {
                 // Version 1: random weights, so that workers always have a model to play.
                 let c = RunCounters { model_version: 1, ..Default::default() };
-                let meta = model_meta(actions, 1, 0);
+                let meta = model_meta(actions, side, 1, 0);
                 (c, learner.model_file(&meta)?)
             }
         };
@@ -433,7 +443,7 @@ impl RunTrainer {
                 version,
                 "models were published after the last checkpoint and lost with a crash; publishing the restored weights as a new version"
             );
-            let file = learner.model_file(&model_meta(actions, version, learner.step))?;
+            let file = learner.model_file(&model_meta(actions, side, version, learner.step))?;
             (RunCounters { model_version: version, model_train_step: learner.step, ..counters }, file)
         } else {
             (counters, model_file)
@@ -468,6 +478,7 @@ impl RunTrainer {
             limiter: RateLimiter::new(cfg.samples_per_insert, cfg.rate_slack, cfg.insert_slack),
             cfg,
             actions,
+            side,
             learner,
             replay,
             use_graph,
@@ -633,13 +644,18 @@ impl RunTrainer {
         g.graph.replay()?;
         self.learner.finish_step();
         let o = &g.out;
-        Ok(shine_agent::dqn::TrainOutput { loss: o.loss.shallow_clone(), mean_q: o.mean_q.shallow_clone(), grad_norm: o.grad_norm.shallow_clone(), td_abs: None })
+        Ok(shine_agent::dqn::TrainOutput {
+            loss: o.loss.shallow_clone(),
+            mean_q: o.mean_q.shallow_clone(),
+            grad_norm: o.grad_norm.shallow_clone(),
+            td_abs: None,
+        })
     }
 
     fn publish(&mut self) -> anyhow::Result<()> {
         let version = self.counters.model_version + 1;
         let step = self.learner.step;
-        let file = self.learner.model_file(&model_meta(self.actions, version, step))?;
+        let file = self.learner.model_file(&model_meta(self.actions, self.side, version, step))?;
         (self.publish)(Published { version, train_step: step, file: file.clone() });
         self.model_file = file;
         self.counters.model_version = version;
@@ -744,7 +760,16 @@ pub(crate) mod tests {
             let tmp = tempfile::tempdir().unwrap();
             let (t, mut r, d) = small();
             (r.kind, r.sampling, r.new_priority) = (kind, Sampling::Prioritized, new_priority);
-            let setup = RunSetup { name: "default".into(), weight: 1.0, trainer: t, replay: r.clone(), dqn: d, actions: ActionSet::Untouchable, restore: Restore { data_dir: tmp.path().into(), ..Default::default() } };
+            let setup = RunSetup {
+                name: "default".into(),
+                weight: 1.0,
+                trainer: t,
+                replay: r.clone(),
+                dqn: d,
+                actions: ActionSet::Untouchable,
+                side: Side::Fox,
+                restore: Restore { data_dir: tmp.path().into(), ..Default::default() },
+            };
             let mut run = RunTrainer::build(setup, tch::Device::Cpu, Box::new(|_| {})).unwrap();
             let b = batch(20, 0);
             run.ingest(b.clone()).unwrap();
@@ -763,6 +788,35 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_marth_run_publishes_marth_models_and_its_checkpoint_refuses_another_side() {
+        let tmp = tempfile::tempdir().unwrap();
+        let setup = |side| {
+            let (t, r, d) = small();
+            RunSetup {
+                name: "m".into(),
+                weight: 1.0,
+                trainer: t,
+                replay: r,
+                dqn: d,
+                actions: ActionSet::Fight,
+                side,
+                restore: Restore { data_dir: tmp.path().into(), ..Default::default() },
+            }
+        };
+        let published = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = published.clone();
+        let mut run = RunTrainer::build(setup(Side::Marth), tch::Device::Cpu, Box::new(move |p: Published| sink.lock().unwrap().push(p))).unwrap();
+        run.final_checkpoint().unwrap();
+        let first = published.lock().unwrap()[0].file.clone();
+        let meta = QNet::load(&first).unwrap().meta().clone();
+        assert_eq!((meta.side, meta.action_set.as_str()), (Side::Marth, "fight"));
+        drop(run);
+        let err = RunTrainer::build(setup(Side::Fox), tch::Device::Cpu, Box::new(|_| {})).err().expect("refused").to_string();
+        assert!(err.contains("was trained for marth") && err.contains("configured for fox"), "{err}");
+        assert!(RunTrainer::build(setup(Side::Marth), tch::Device::Cpu, Box::new(|_| {})).is_ok(), "the same side resumes");
+    }
+
+    #[test]
     fn bad_trainer_configs_are_clear_errors() {
         let (t, r, _) = small();
         let e = TrainerConfig { burn_in: 5000, ..t.clone() }.validate(&r).unwrap_err().to_string();
@@ -778,7 +832,6 @@ pub(crate) mod tests {
         assert!(t.validate(&r).is_ok());
     }
 
-
     #[test]
     fn cuda_graph_true_where_it_cannot_apply_is_an_error_naming_the_key() {
         let tmp = tempfile::tempdir().unwrap();
@@ -791,6 +844,7 @@ pub(crate) mod tests {
             replay: r,
             dqn: d,
             actions: ActionSet::Untouchable,
+            side: Side::Fox,
             restore: Restore { data_dir: tmp.path().into(), ..Default::default() },
         };
         let err = RunTrainer::build(setup(t.clone(), r.clone(), d.clone()), tch::Device::Cpu, Box::new(|_| {})).err().expect("refused").to_string();
@@ -805,7 +859,8 @@ pub(crate) mod tests {
         }
         // What keeps a CUDA device from graphs is said too (here, on any machine).
         let cuda = tch::Device::Cuda(0);
-        assert!(graph_applies(cuda, &ReplayConfig { kind: ReplayKind::Host, ..r.clone() }, &d).is_err_and(|e| e.contains("device replay") || e.contains("no CUDA graph support")));
+        assert!(graph_applies(cuda, &ReplayConfig { kind: ReplayKind::Host, ..r.clone() }, &d)
+            .is_err_and(|e| e.contains("device replay") || e.contains("no CUDA graph support")));
         let adam = DqnConfig { optimizer: shine_agent::dqn::OptimizerKind::Adam, ..d.clone() };
         assert!(graph_applies(cuda, &r, &adam).is_err_and(|e| e.contains("Adam") || e.contains("no CUDA graph support")));
     }
@@ -834,7 +889,16 @@ mod graph_tests {
         t.device = "cuda".into();
         t.samples_per_insert = 0.0;
         r.update_size = 50;
-        let setup = RunSetup { name: "default".into(), weight: 1.0, trainer: t, replay: r, dqn: d, actions: ActionSet::Untouchable, restore: Restore { data_dir: tmp.path().into(), ..Default::default() } };
+        let setup = RunSetup {
+            name: "default".into(),
+            weight: 1.0,
+            trainer: t,
+            replay: r,
+            dqn: d,
+            actions: ActionSet::Untouchable,
+            side: Side::Fox,
+            restore: Restore { data_dir: tmp.path().into(), ..Default::default() },
+        };
         let mut run = RunTrainer::build(setup, device, Box::new(|_| {})).unwrap();
         assert!(run.use_graph, "on by default on CUDA with the device replay, uniform, RMSProp");
         run.ingest(batch(150, 0)).unwrap();

@@ -59,6 +59,8 @@ class ModelMeta:
     stream: int = STREAM
     model_version: int = 0
     train_step: int = 0
+    #: The fighter the model plays: "fox" or "marth" (files without the key: "fox").
+    side: str = "fox"
 
     def shapes(self) -> List[Tuple[int, ...]]:
         """``[out, in]`` shape of each tensor in :data:`TENSORS` order (biases ``[out]``)."""
@@ -75,6 +77,7 @@ class ModelMeta:
             "layers": f"{STATE_DIM},{self.shared},{self.stream}",
             "model_version": str(self.model_version),
             "train_step": str(self.train_step),
+            "side": self.side,
         }
 
 
@@ -111,6 +114,10 @@ def _meta_from_map(m: Dict[str, str]) -> ModelMeta:
     action_count = num("action_count")
     if not (0 < action_count <= 4096 and 0 < shared <= 65536 and 0 < stream <= 65536):
         raise ModelError("model metadata: layer sizes out of range")
+    # Files from before sides existed are Fox's: the only side there was.
+    side = m.get("side", "fox")
+    if side not in ("fox", "marth"):
+        raise ModelError(f"model metadata: unknown side {side!r} (expected fox or marth)")
     return ModelMeta(
         action_set=get("action_set"),
         action_count=action_count,
@@ -118,6 +125,7 @@ def _meta_from_map(m: Dict[str, str]) -> ModelMeta:
         stream=stream,
         model_version=num("model_version"),
         train_step=num("train_step"),
+        side=side,
     )
 
 

@@ -86,6 +86,7 @@ class ModelFileTest(unittest.TestCase):
                 "layers": "27,128,512",
                 "model_version": "3",
                 "train_step": "1234",
+                "side": "fox",
             },
         )
         self.assertEqual(tensors["advantage.weight"][:2], ("F32", (23, 512)))
@@ -94,6 +95,14 @@ class ModelFileTest(unittest.TestCase):
         raw = tensors["shared.weight"][2]
         self.assertEqual(struct.unpack("<f", raw[4:8])[0], float(w[0][0, 1]))
         self.assertEqual(len(data), 8 + n + sum(t.size * 4 for t in w))
+
+    def test_the_side_is_kept_and_a_file_without_one_is_fox(self):
+        meta, w = make_model("fight", 23)
+        marth = model_mod.ModelMeta(**{**meta.__dict__, "side": "marth"})
+        self.assertEqual(model_mod.load_bytes(model_mod.save_bytes(marth, w)).meta.side, "marth")
+        tensors = [(n, "F32", s, np.asarray(t, "<f4").tobytes()) for n, s, t in zip(model_mod.TENSORS, meta.shapes(), w)]
+        old = {k: v for k, v in meta.to_metadata().items() if k != "side"}
+        self.assertEqual(model_mod.load_bytes(raw_model_bytes(old, tensors)).meta.side, "fox")
 
     def test_load_from_a_path(self):
         meta, w = make_model()
@@ -193,6 +202,7 @@ class BadFileTest(unittest.TestCase):
             ({**good, "layers": "27,a,512"}, "not a list of numbers"),
             ({**good, "action_count": "five"}, "'action_count' is not a number"),
             ({k: v for k, v in good.items() if k != "train_step"}, "missing key 'train_step'"),
+            ({**good, "side": "falco"}, "unknown side 'falco'"),
         ]
         for metadata, pattern in cases:
             with self.subTest(pattern=pattern):

@@ -38,7 +38,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use shine_agent::model::{QNet, Scratch};
 use shine_agent::protocol::EpisodeReport;
-use shine_agent::{ActionSet, EpisodeEnd, Observation, Task, STATE_DIM};
+use shine_agent::{ActionSet, EpisodeEnd, Observation, Side, Task, STATE_DIM};
 use shine_bridge::{Emulator, MatchSetup};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{mpsc, Arc};
@@ -56,6 +56,9 @@ pub struct Model {
 pub struct ActorConfig {
     pub task: Task,
     pub actions: ActionSet,
+    /// The fighter the bot plays.
+    pub side: Side,
+    /// The match as the bot sees it ([`Side::view`]).
     pub setup: MatchSetup,
     pub envs: usize,
     pub n_step: u8,

@@ -61,10 +61,18 @@ pub async fn load_model(bytes: Vec<u8>, header_version: Option<u64>) -> anyhow::
 
 /// A model of another action set than the worker registered for is refused: its
 /// outputs would name other actions (a manager serving two runs must never mix them).
-pub fn check_action_set(model: &Model, action_set: &str) -> anyhow::Result<()> {
-    let served = &model.net.meta().action_set;
-    if served != action_set {
-        anyhow::bail!("the manager served model v{} for the action set {served:?}, but this worker registered to play {action_set:?}", model.version);
+pub fn check_model(model: &Model, reg: &Registration) -> anyhow::Result<()> {
+    let meta = model.net.meta();
+    if meta.action_set != reg.action_set {
+        anyhow::bail!(
+            "the manager served model v{} for the action set {:?}, but this worker registered to play {:?}",
+            model.version,
+            meta.action_set,
+            reg.action_set
+        );
+    }
+    if meta.side.name() != reg.side {
+        anyhow::bail!("the manager served model v{} playing {}, but this worker registered to play {}", model.version, meta.side, reg.side);
     }
     Ok(())
 }
@@ -95,7 +103,7 @@ pub async fn load_model_into(spare: Option<QNet>, bytes: Vec<u8>, header_version
 /// sends the networks it swapped out back on `spares`: a new model is loaded into one.
 pub async fn poll_models(
     session: Session,
-    action_set: String,
+    reg: Registration,
     mut etag: Option<String>,
     mut version: u64,
     every: Duration,
@@ -114,7 +122,7 @@ pub async fn poll_models(
         };
         match fetched {
             Ok(ModelFetch::Model { bytes, etag: tag, version: v }) => {
-                match load_model_into(spares.try_recv().ok(), bytes, v).await.and_then(|m| check_action_set(&m, &action_set).map(|()| m)) {
+                match load_model_into(spares.try_recv().ok(), bytes, v).await.and_then(|m| check_model(&m, &reg).map(|()| m)) {
                     Ok(m) if m.version != version => {
                         version = m.version;
                         etag = tag;
@@ -202,9 +210,11 @@ pub async fn heartbeats(session: Session, request: RegisterRequest, reg: Registr
             match answer {
                 Ok(new) => {
                     tracing::info!(old = identity.worker_id(), new = new.worker_id, "the manager had forgotten this worker (restarted?); registered again");
-                    if (new.n_step, new.action_set.as_str(), new.task.as_str()) != (reg.n_step, reg.action_set.as_str(), reg.task.as_str()) {
+                    if (new.n_step, new.action_set.as_str(), new.task.as_str(), new.side.as_str())
+                        != (reg.n_step, reg.action_set.as_str(), reg.task.as_str(), reg.side.as_str())
+                    {
                         tracing::warn!(
-                            "the manager's n_step, action set or task changed; restart this worker to follow (its uploads may be rejected until then)"
+                            "the manager's n_step, action set, task or side changed; restart this worker to follow (its uploads may be rejected until then)"
                         );
                     }
                     identity.set_worker_id(new.worker_id);
@@ -279,6 +289,38 @@ mod tests {
     use super::*;
     use crate::client::Client;
     use crate::shared::{ActorCounters, Identity, UploadStats};
+
+    #[test]
+    fn a_model_of_another_action_set_or_side_than_the_run_is_refused() {
+        use rand::SeedableRng;
+        use shine_agent::model::{random_weights, save, ModelMeta};
+        use shine_agent::Side;
+        let reg = |side: Option<&str>| -> Registration {
+            let mut v = serde_json::json!({
+                "worker_id": 1, "epsilon": 0.1, "action_set": "fight", "task": "fight", "n_step": 3, "gamma": 0.99,
+                "upload_every_transitions": 1000, "upload_every_secs": 5.0, "model_poll_secs": 5.0, "heartbeat_secs": 5.0,
+                "eval_share": 0.0, "cpu_level": 9, "cpu_level_top_share": 1.0
+            });
+            if let Some(s) = side {
+                v["side"] = s.into();
+            }
+            serde_json::from_value(v).unwrap()
+        };
+        let model = |set: shine_agent::ActionSet, side| {
+            let meta = ModelMeta::new(set.name(), set.len()).with_side(side);
+            let bytes = save(&meta, &random_weights(&meta, &mut rand_chacha::ChaCha8Rng::seed_from_u64(1))).unwrap();
+            Model { net: QNet::load(&bytes).unwrap(), version: 2 }
+        };
+        use shine_agent::ActionSet::{Fight, Untouchable};
+        assert!(check_model(&model(Fight, Side::Marth), &reg(Some("marth"))).is_ok());
+        // A manager from before sides: its runs are Fox's.
+        assert_eq!(reg(None).side, "fox");
+        assert!(check_model(&model(Fight, Side::Fox), &reg(None)).is_ok());
+        let e = check_model(&model(Fight, Side::Fox), &reg(Some("marth"))).unwrap_err().to_string();
+        assert!(e.contains("model v2 playing fox") && e.contains("registered to play marth"), "{e}");
+        let e = check_model(&model(Untouchable, Side::Marth), &reg(Some("marth"))).unwrap_err().to_string();
+        assert!(e.contains("action set \"untouchable\""), "{e}");
+    }
 
     #[tokio::test]
     async fn the_episode_reporter_returns_on_stop_even_mid_post() {

@@ -26,6 +26,8 @@
 //! - [`play`]: `play` and `eval`: local episodes with a built-in policy or a model, on
 //!   the simulator or in Dolphin.
 //! - [`versus`]: `play --human-port`: a person against the bot in Dolphin.
+//! - [`duel`]: the simulator with the bot on either side and a policy or the CPU on
+//!   the other.
 //! - [`doctor`]: `doctor`: checks a Dolphin setup and says what to fix.
 
 #![deny(unsafe_code)]
@@ -36,6 +38,7 @@ pub mod batcher;
 pub mod client;
 pub mod control;
 pub mod doctor;
+pub mod duel;
 pub mod envs;
 pub mod live;
 pub mod nstep;

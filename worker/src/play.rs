@@ -8,6 +8,7 @@
 //! very same matches.
 
 use crate::backend::{Backend, DolphinSetup};
+use crate::duel::{Duel, Opponent};
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use rand::SeedableRng;
@@ -17,8 +18,7 @@ use shine_agent::model::QNet;
 use shine_agent::policy::{Dodge, Greedy, Idle, Policy, RandomPolicy};
 use shine_agent::stats::{wilson95, Survival};
 use shine_agent::task::{EpisodeEnd, Outcome, Tally, Task};
-use shine_agent::Env;
-use shine_bridge::sim::Sim;
+use shine_agent::{Env, Side};
 use shine_bridge::{Emulator, MatchSetup};
 use std::path::PathBuf;
 
@@ -54,6 +54,55 @@ impl From<TaskArg> for Task {
     }
 }
 
+/// `--side`: the fighter the bot plays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SideArg {
+    /// The side the paper's agent plays (the simulator's port 2).
+    Fox,
+    /// The simulator's opponent side (port 1).
+    Marth,
+}
+
+impl From<SideArg> for Side {
+    fn from(s: SideArg) -> Side {
+        match s {
+            SideArg::Fox => Side::Fox,
+            SideArg::Marth => Side::Marth,
+        }
+    }
+}
+
+/// `--opponent`: who plays the other side, on the simulator.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OpponentArg {
+    /// `cpu:LEVEL`: the scripted CPU at LEVEL (1-9).
+    Cpu(u8),
+    /// `model:FILE`: a trained model of the other side, played greedily.
+    Model(PathBuf),
+    /// `policy:NAME`: a built-in policy (idle, random or dodge).
+    Policy(PolicyKind),
+}
+
+impl std::str::FromStr for OpponentArg {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (kind, value) = s.split_once(':').ok_or_else(|| format!("{s:?}: expected cpu:LEVEL, model:FILE or policy:NAME"))?;
+        match kind {
+            "cpu" => match value.parse::<u8>() {
+                Ok(l @ 1..=9) => Ok(OpponentArg::Cpu(l)),
+                _ => Err(format!("cpu:{value}: the CPU's level is 1 to 9")),
+            },
+            "model" if !value.is_empty() => Ok(OpponentArg::Model(PathBuf::from(value))),
+            "model" => Err("model: needs a model file, e.g. model:marth.safetensors".into()),
+            "policy" => match PolicyKind::from_str(value, false) {
+                Ok(PolicyKind::Cpu) | Err(_) => Err(format!("policy:{value}: expected policy:idle, policy:random or policy:dodge (the CPU is cpu:LEVEL)")),
+                Ok(p) => Ok(OpponentArg::Policy(p)),
+            },
+            _ => Err(format!("{s:?}: expected cpu:LEVEL, model:FILE or policy:NAME")),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Args)]
 pub struct PlayArgs {
     /// Where the game runs.
@@ -72,9 +121,18 @@ pub struct PlayArgs {
     /// its action set; untouchable for built-in policies).
     #[arg(long, value_enum)]
     pub task: Option<TaskArg>,
-    /// CPU opponent level, 1 to 9.
+    /// CPU opponent level, 1 to 9 (the same as --opponent cpu:LEVEL).
     #[arg(long, default_value_t = 9, value_parser = clap::value_parser!(u8).range(1..=9))]
     pub cpu_level: u8,
+    /// The fighter the bot plays, on the simulator (default: the model's side; fox for
+    /// built-in policies).
+    #[arg(long, value_enum)]
+    pub side: Option<SideArg>,
+    /// Who plays the other side, on the simulator: cpu:LEVEL (the scripted CPU),
+    /// model:FILE (a model trained for the other side, played greedily) or policy:NAME
+    /// (idle, random or dodge). Default: cpu at --cpu-level.
+    #[arg(long, conflicts_with = "cpu_level")]
+    pub opponent: Option<OpponentArg>,
     /// Episodes to play (one minute each at most); with --human-port, matches (each
     /// played to its end).
     #[arg(long, default_value_t = 10)]
@@ -119,9 +177,15 @@ pub struct EvalArgs {
     /// Episodes to play; 200 gives an interval of about +/- 6 points.
     #[arg(long, default_value_t = 200)]
     pub episodes: u32,
-    /// CPU opponent level, 1 to 9 (the paper evaluates at 9).
+    /// CPU opponent level, 1 to 9 (the paper evaluates at 9; the same as --opponent cpu:LEVEL).
     #[arg(long, default_value_t = 9, value_parser = clap::value_parser!(u8).range(1..=9))]
     pub cpu_level: u8,
+    /// The fighter the model plays (default and only choice: the model's own side).
+    #[arg(long, value_enum)]
+    pub side: Option<SideArg>,
+    /// Who plays the other side: cpu:LEVEL, model:FILE or policy:NAME (see `play --help`).
+    #[arg(long, conflicts_with = "cpu_level")]
+    pub opponent: Option<OpponentArg>,
     /// Seed of the first episode.
     #[arg(long, default_value_t = 1_000_000)]
     pub seed: u64,
@@ -155,6 +219,27 @@ pub enum PolicySpec {
 }
 
 impl PolicySpec {
+    /// The fighter a policy plays unless told otherwise: a model's own; Fox for the
+    /// built-in policies.
+    fn side(&self) -> Side {
+        match self {
+            PolicySpec::Model(net) => net.meta().side,
+            PolicySpec::Builtin(_) => Side::Fox,
+        }
+    }
+
+    /// The side asked for, or the policy's own; a model only plays the side it was
+    /// trained for.
+    fn resolve_side(&self, asked: Option<SideArg>) -> anyhow::Result<Side> {
+        let own = self.side();
+        match (self, asked.map(Side::from)) {
+            (PolicySpec::Model(_), Some(side)) if side != own => {
+                bail!("the model plays {own} (its file says so); it cannot play --side {side}: pass a model trained for {side}, or leave --side out")
+            }
+            (_, asked) => Ok(asked.unwrap_or(own)),
+        }
+    }
+
     /// The task a policy plays unless told otherwise: a fight model's is the fight.
     fn default_task(&self) -> Task {
         match self {
@@ -196,12 +281,27 @@ impl PolicySpec {
     }
 }
 
+/// A policy on the other side of the bot.
+#[derive(Clone)]
+pub struct Rival {
+    pub spec: PolicySpec,
+    pub actions: ActionSet,
+    /// Its model's version (0 for a built-in policy).
+    pub version: u64,
+    /// How reports name it, e.g. "model v7 (marth)".
+    pub label: String,
+}
+
 /// How the episodes of a `play` or `eval` are played.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone)]
 pub struct Matches {
     pub task: Task,
-    /// The opponent's level.
+    /// The fighter the bot plays.
+    pub side: Side,
+    /// The opponent's level when the scripted CPU is the opponent.
     pub cpu_level: u8,
+    /// `Some`: this policy plays the other side instead of the scripted CPU.
+    pub rival: Option<Rival>,
     /// `Some(level)`: the simulator's CPU plays the bot's side at that level.
     pub bot_cpu: Option<u8>,
     pub episodes: u32,
@@ -209,15 +309,68 @@ pub struct Matches {
     pub seed: u64,
 }
 
+impl Matches {
+    /// Who the bot plays against, as reports say it.
+    fn opponent_label(&self) -> String {
+        match &self.rival {
+            None => format!("CPU level {}", self.cpu_level),
+            Some(r) => format!("against {}", r.label),
+        }
+    }
+}
+
+/// Seed offset of the rival's random stream (its exploration, were it to explore).
+const RIVAL_STREAM: u64 = 0x0e11_0b07;
+
 /// Play one episode on the simulator.
 pub fn play_episode(policy: &mut dyn Policy, set: ActionSet, m: &Matches, seed: u64) -> anyhow::Result<EpisodeResult> {
-    let setup = MatchSetup { cpu_level: m.cpu_level, ..MatchSetup::default() };
-    let sim = match m.bot_cpu {
-        Some(level) => Sim::new(setup, seed).with_agent_cpu(level, seed),
-        None => Sim::new(setup, seed),
-    };
-    let mut env = Env::new(sim, setup, m.task, set);
+    let view = MatchSetup { cpu_level: m.cpu_level, ..m.side.view(MatchSetup::default()) };
+    let mut duel = Duel::new(m.side, view, m.task, seed);
+    if let Some(level) = m.bot_cpu {
+        duel = duel.with_bot_cpu(level);
+    }
+    if let Some(r) = &m.rival {
+        let policy = r.spec.build(r.actions);
+        duel.seat(Opponent::Policy { policy, actions: r.actions, model_version: r.version }, seed ^ RIVAL_STREAM, false);
+    }
+    let mut env = Env::new(duel, view, m.task, set);
     run_episode(&mut env, policy, m.cpu_level, seed)
+}
+
+/// `--opponent` (or `--cpu-level`) made into the matches' opponent: the CPU's level,
+/// or a rival policy, checked against the bot's side and action set.
+fn resolve_opponent(arg: Option<&OpponentArg>, cpu_level: u8, side: Side, task: Task, set: ActionSet) -> anyhow::Result<(u8, Option<Rival>)> {
+    let theirs = side.other();
+    match arg {
+        None => Ok((cpu_level, None)),
+        Some(OpponentArg::Cpu(level)) => Ok((*level, None)),
+        Some(OpponentArg::Model(path)) => {
+            let net = load_model(path).context("--opponent model:FILE")?;
+            let meta = net.meta().clone();
+            if meta.side != theirs {
+                bail!(
+                    "the opponent model {} plays {}, the bot's own side: against a {side} bot the opponent plays {theirs}; pass a model trained for {theirs}",
+                    path.display(),
+                    meta.side
+                );
+            }
+            let spec = PolicySpec::Model(Box::new(net));
+            let actions = spec.action_set(task)?;
+            if actions != set {
+                bail!(
+                    "the opponent model {} chooses among the {actions} action set, the bot among the {set} set: both sides must play the same action set",
+                    path.display()
+                );
+            }
+            let label = format!("model v{} ({theirs})", meta.model_version);
+            Ok((cpu_level, Some(Rival { spec, actions, version: meta.model_version, label })))
+        }
+        Some(OpponentArg::Policy(kind)) => {
+            let spec = PolicySpec::Builtin(*kind);
+            let actions = spec.action_set(task).context("--opponent policy:NAME")?;
+            Ok((cpu_level, Some(Rival { spec, actions, version: 0, label: format!("policy {kind:?}").to_lowercase() })))
+        }
+    }
 }
 
 /// Play one episode on any backend's environment (reset, then macro-actions until it ends).
@@ -351,12 +504,17 @@ impl std::fmt::Display for FightSummary {
     }
 }
 
-/// The summary line of `play` and `eval`: who played, the task (named when it is the
-/// fight), the opponent's level and the task's figures.
-fn report(label: &str, task: Task, cpu_level: u8, results: &[EpisodeResult]) -> String {
-    match task {
-        Task::Untouchable => format!("{label}, CPU level {cpu_level}: {}", summarize(results)),
-        Task::Fight => format!("{label}, fight, CPU level {cpu_level}: {}", FightSummary::of(results)),
+/// The summary line of `play` and `eval`: who played (and as which fighter, when not
+/// Fox), the task (named when it is the fight), the opponent and the task's figures.
+fn report(label: &str, m: &Matches, results: &[EpisodeResult]) -> String {
+    let who = match m.side {
+        Side::Fox => label.to_string(),
+        side => format!("{label} as {side}"),
+    };
+    let opponent = m.opponent_label();
+    match m.task {
+        Task::Untouchable => format!("{who}, {opponent}: {}", summarize(results)),
+        Task::Fight => format!("{who}, fight, {opponent}: {}", FightSummary::of(results)),
     }
 }
 
@@ -372,13 +530,19 @@ pub fn play(args: PlayArgs) -> anyhow::Result<()> {
     };
     let task = args.task.map_or_else(|| spec.default_task(), Task::from);
     let bot_cpu = (args.model.is_none() && args.policy == PolicyKind::Cpu).then_some(args.bot_level);
+    if (args.side.is_some() || args.opponent.is_some()) && (args.backend != Backend::Sim || args.human_port.is_some()) {
+        bail!("--side and --opponent play on the simulator only (in Dolphin the bot is Fox on its port against Melee's CPU or a person)");
+    }
     if let Some(human_port) = args.human_port {
         return play_against_person(&spec, &args, task, human_port, bot_cpu.is_some());
     }
-    let m = Matches { task, cpu_level: args.cpu_level, bot_cpu, episodes: args.episodes, seed: args.seed };
+    let side = spec.resolve_side(args.side)?;
+    let (cpu_level, rival) = resolve_opponent(args.opponent.as_ref(), args.cpu_level, side, task, spec.action_set(task)?)?;
+    let m = Matches { task, side, cpu_level, rival, bot_cpu, episodes: args.episodes, seed: args.seed };
     let results = match args.backend {
         Backend::Sim => {
-            eprintln!("playing {} episodes ({}) of {label} against the level-{} CPU on the simulator", args.episodes, task.name(), args.cpu_level);
+            let as_side = if side == Side::Fox { String::new() } else { format!(" as {side}") };
+            eprintln!("playing {} episodes ({}) of {label}{as_side}, {} on the simulator", args.episodes, task.name(), m.opponent_label());
             play_many(&spec, &m)?
         }
         Backend::Dolphin if bot_cpu.is_some() => {
@@ -408,7 +572,7 @@ pub fn play(args: PlayArgs) -> anyhow::Result<()> {
             println!("episode {:>4} (seed {}): {what}, reward {:.2}{fight}", i + 1, args.seed + i as u64, r.reward);
         }
     }
-    println!("{}", report(&label, task, args.cpu_level, &results));
+    println!("{}", report(&label, &m, &results));
     Ok(())
 }
 
@@ -417,10 +581,12 @@ pub fn eval(args: EvalArgs) -> anyhow::Result<()> {
     let version = net.meta().model_version;
     let spec = PolicySpec::Model(Box::new(net));
     let task = args.task.map_or_else(|| spec.default_task(), Task::from);
-    eprintln!("evaluating model v{version} greedily over {} episodes ({}) at CPU level {}", args.episodes, task.name(), args.cpu_level);
-    let m = Matches { task, cpu_level: args.cpu_level, bot_cpu: None, episodes: args.episodes, seed: args.seed };
+    let side = spec.resolve_side(args.side)?;
+    let (cpu_level, rival) = resolve_opponent(args.opponent.as_ref(), args.cpu_level, side, task, spec.action_set(task)?)?;
+    let m = Matches { task, side, cpu_level, rival, bot_cpu: None, episodes: args.episodes, seed: args.seed };
+    eprintln!("evaluating model v{version} ({side}) greedily over {} episodes ({}), {}", args.episodes, task.name(), m.opponent_label());
     let results = play_many(&spec, &m)?;
-    println!("{}", report(&format!("model v{version}"), task, args.cpu_level, &results));
+    println!("{}", report(&format!("model v{version}"), &m, &results));
     Ok(())
 }
 

@@ -23,6 +23,7 @@ use crate::actor::{self, ActorConfig, ActorIo};
 use crate::backend::{Backend, DolphinSetup};
 use crate::client::{Client, ModelFetch};
 use crate::control::{self, retrying};
+use crate::duel::Duel;
 use crate::live::{self, LiveTap};
 use crate::settings::{Envs, RunArgs, Settings};
 use crate::shared::{ActorCounters, Identity, Session, UploadStats};
@@ -33,7 +34,7 @@ use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 use shine_agent::durable;
 use shine_agent::protocol::{RegisterRequest, Registration};
-use shine_agent::{ActionSet, Task};
+use shine_agent::{ActionSet, Side, Task};
 use shine_bridge::{Emulator, MatchSetup};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
@@ -118,9 +119,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         let cancel = CancellationToken::new();
         shine_agent::shutdown::cancel_on_signals(cancel.clone()).context("installing the signal handlers")?;
         match dolphin {
-            None => run_with(settings, cancel, move |setup: MatchSetup, i: usize| Ok(shine_bridge::sim::Sim::new(setup, seed.wrapping_add(i as u64)))).await,
+            None => {
+                run_with(settings, cancel, move |cfg: &ActorConfig, i: usize| Ok(Duel::new(cfg.side, cfg.setup, cfg.task, seed.wrapping_add(i as u64)))).await
+            }
             // Each environment's thread starts its own Dolphin (user folder, pipe, RAM).
-            Some(dolphin) => run_with(settings, cancel, move |setup: MatchSetup, _| dolphin.launch(setup)).await,
+            Some(dolphin) => run_with(settings, cancel, move |cfg: &ActorConfig, _| dolphin.launch(cfg.setup)).await,
         }
     })?;
     Ok(())
@@ -145,13 +148,13 @@ pub fn spool_dir_for(spool_dir: &std::path::Path, run: &str) -> anyhow::Result<s
     Ok(if run.is_empty() || run == "default" { spool_dir.to_path_buf() } else { spool_dir.join("runs").join(run) })
 }
 
-/// Play for the manager until `cancel` fires (or a fatal error). `make(setup, i)`
-/// builds environment i's emulator; `run` passes the simulator, tests may pass any
-/// [`Emulator`].
+/// Play for the manager until `cancel` fires (or a fatal error). `make(cfg, i)`
+/// builds environment i's emulator for the game the registration asks for; `run`
+/// passes the simulator or Dolphin, tests may pass any [`Emulator`].
 pub async fn run_with<E, F>(settings: Settings, cancel: CancellationToken, make: F) -> anyhow::Result<RunStats>
 where
     E: Emulator,
-    F: Fn(MatchSetup, usize) -> anyhow::Result<E> + Send + Sync + 'static,
+    F: Fn(&ActorConfig, usize) -> anyhow::Result<E> + Send + Sync + 'static,
 {
     let client = Client::new(&settings.manager, &settings.token)?.with_run(settings.run.as_deref());
     let uploads = Arc::new(UploadStats::default());
@@ -197,7 +200,7 @@ where
             None => return Ok(stats()),
             Some(ModelFetch::Model { bytes, etag, version }) => {
                 let model = control::load_model(bytes, version).await?;
-                control::check_action_set(&model, &reg.action_set)?;
+                control::check_model(&model, &reg)?;
                 break (model, etag);
             }
             Some(_) => {
@@ -235,7 +238,7 @@ where
     delivery.spawn(control::report_episodes(session.clone(), episode_rx, every, reports_stop.clone()));
     delivery.close();
     let control = TaskTracker::new();
-    control.spawn(control::poll_models(session.clone(), reg.action_set.clone(), etag, model.version, poll_every, model_tx, spare_rx));
+    control.spawn(control::poll_models(session.clone(), reg.clone(), etag, model.version, poll_every, model_tx, spare_rx));
     control.spawn(control::heartbeats(session.clone(), request, reg.clone(), tap.clone()));
     let action_names: Vec<String> = (0..cfg.actions.len()).map(|a| cfg.actions.action_name(a).to_string()).collect();
     control.spawn(live::stream(session.clone(), tap.clone(), action_names));
@@ -243,10 +246,10 @@ where
 
     let actor = {
         let (counters, cancel) = (session.counters.clone(), session.cancel.clone());
-        let setup = cfg.setup;
+        let game = cfg.clone();
         let io = ActorIo { batches: batch_tx, episodes: episode_tx, models: model_rx, live: Some(tap), spares: Some(spare_tx) };
         let handle =
-            std::thread::Builder::new().name("actor".into()).spawn(move || actor::run_actor(cfg, move |i| make(setup, i), model, io, counters, cancel))?;
+            std::thread::Builder::new().name("actor".into()).spawn(move || actor::run_actor(cfg, move |i| make(&game, i), model, io, counters, cancel))?;
         tokio::task::spawn_blocking(move || handle.join().unwrap_or_else(|_| Err(anyhow::anyhow!("the actor thread panicked"))))
     };
 
@@ -307,13 +310,18 @@ fn actor_config(reg: &Registration, settings: &Settings) -> anyhow::Result<Actor
     let actions: ActionSet =
         reg.action_set.parse().map_err(|e| anyhow::anyhow!("the manager asks for {e}: this shine-worker is too old for that manager; upgrade it"))?;
     let task: Task = reg.task.parse().map_err(|e| anyhow::anyhow!("the manager asks for {e}: this shine-worker is too old for that manager; upgrade it"))?;
+    let side: Side = reg.side.parse().map_err(|e| anyhow::anyhow!("the manager asks for {e}: this shine-worker is too old for that manager; upgrade it"))?;
     if reg.n_step == 0 {
         bail!("the manager asks for n_step 0; it must be at least 1");
+    }
+    if side != Side::Fox && settings.backend == Backend::Dolphin {
+        bail!("run {:?} plays {side}; a Dolphin worker plays Fox only (so far): run this worker with --backend sim, or join a Fox run (--run)", reg.run);
     }
     Ok(ActorConfig {
         task,
         actions,
-        setup: MatchSetup::default(),
+        side,
+        setup: side.view(MatchSetup::default()),
         envs: match settings.envs {
             Envs::Fixed(n) => n,
             Envs::Auto => 1,

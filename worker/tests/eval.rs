@@ -5,6 +5,7 @@
 use rand::SeedableRng;
 use shine_agent::actions::ActionSet;
 use shine_agent::model::{random_weights, save, ModelMeta};
+use shine_agent::Side;
 use std::process::Command;
 
 const WORKER: &str = env!("CARGO_BIN_EXE_shine-worker");
@@ -15,10 +16,14 @@ fn run(args: &[&str]) -> (bool, String, String) {
 }
 
 fn model_file(dir: &std::path::Path, set: ActionSet) -> String {
-    let mut meta = ModelMeta::new(set.name(), set.len());
-    meta.model_version = 4;
-    let weights = random_weights(&meta, &mut rand_chacha::ChaCha8Rng::seed_from_u64(1));
-    let path = dir.join(format!("{}.safetensors", set.name()));
+    side_model_file(dir, set, Side::Fox, 4)
+}
+
+fn side_model_file(dir: &std::path::Path, set: ActionSet, side: Side, version: u64) -> String {
+    let mut meta = ModelMeta::new(set.name(), set.len()).with_side(side);
+    meta.model_version = version;
+    let weights = random_weights(&meta, &mut rand_chacha::ChaCha8Rng::seed_from_u64(version));
+    let path = dir.join(format!("{}-{side}-v{version}.safetensors", set.name()));
     std::fs::write(&path, save(&meta, &weights).unwrap()).unwrap();
     path.to_str().unwrap().to_string()
 }
@@ -82,4 +87,64 @@ fn fight_baselines_idle_loses_and_the_cpu_in_the_bots_place_fights_back() {
     let (ok, _, err) = run(&["play", "--task", "fight", "--policy", "dodge", "--episodes", "1"]);
     assert!(!ok);
     assert!(err.contains("--policy dodge plays the untouchable task only"), "{err}");
+}
+
+#[test]
+fn a_marth_model_plays_marth_against_a_fox_model_or_the_cpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let marth = side_model_file(dir.path(), ActionSet::Fight, Side::Marth, 6);
+    let fox = side_model_file(dir.path(), ActionSet::Fight, Side::Fox, 9);
+    let (ok, out, err) = run(&["eval", "--model", &marth, "--opponent", &format!("model:{fox}"), "--episodes", "4"]);
+    assert!(ok, "{err}");
+    let line = out.lines().last().unwrap();
+    assert!(line.starts_with("model v6 as marth, fight, against model v9 (fox): won "), "{line}");
+    // The same matches seen from the other side: its wins are the Marth model's losses.
+    let (ok, out2, err) = run(&["eval", "--model", &fox, "--opponent", &format!("model:{marth}"), "--episodes", "4"]);
+    assert!(ok, "{err}");
+    let line2 = out2.lines().last().unwrap();
+    assert!(line2.starts_with("model v9, fight, against model v6 (marth): won "), "{line2}");
+    assert_eq!(figure(line, "won") / 100.0 * 4.0, figure(line2, "lost"), "{line} / {line2}");
+    assert_eq!(figure(line, "damage dealt"), figure(line2, "damage taken"), "{line} / {line2}");
+
+    // Against the scripted CPU, which then plays Fox.
+    let (ok, out, err) = run(&["eval", "--model", &marth, "--opponent", "cpu:5", "--episodes", "2"]);
+    assert!(ok, "{err}");
+    assert!(out.lines().last().unwrap().starts_with("model v6 as marth, fight, CPU level 5: won "), "{out}");
+
+    // The scripted CPU in Marth's place against the level-9 CPU Fox: the baseline a
+    // Marth bot must beat. Built-in policies play Marth when asked.
+    let (ok, out, err) = run(&["play", "--policy", "cpu", "--task", "fight", "--side", "marth", "--opponent", "cpu:9", "--episodes", "4", "--quiet"]);
+    assert!(ok, "{err}");
+    let line = out.lines().last().unwrap();
+    assert!(line.starts_with("the level-9 CPU in the bot's place as marth, fight, CPU level 9: won "), "{line}");
+    assert!(figure(line, "damage dealt") > 10.0, "the CPU Marth fights: {line}");
+    let (ok, out, err) = run(&["play", "--policy", "random", "--task", "fight", "--side", "marth", "--opponent", "policy:idle", "--episodes", "2", "--quiet"]);
+    assert!(ok, "{err}");
+    let line = out.lines().last().unwrap();
+    assert!(line.starts_with("policy random as marth, fight, against policy idle: won "), "{line}");
+    assert_eq!(figure(line, "damage taken"), 0.0, "an idle Fox deals nothing: {line}");
+}
+
+#[test]
+fn an_opponent_of_the_wrong_side_or_action_set_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let fox = side_model_file(dir.path(), ActionSet::Fight, Side::Fox, 3);
+    let fox2 = side_model_file(dir.path(), ActionSet::Fight, Side::Fox, 5);
+    let marth_untouchable = side_model_file(dir.path(), ActionSet::Untouchable, Side::Marth, 7);
+    let refused = |args: &[&str], want: &str| {
+        let (ok, out, err) = run(args);
+        assert!(!ok, "{args:?} was accepted: {out}");
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert!(out.is_empty(), "nothing is played: {out}");
+    };
+    refused(&["eval", "--model", &fox, "--opponent", &format!("model:{fox2}")], "plays fox, the bot's own side");
+    refused(&["eval", "--model", &fox, "--opponent", &format!("model:{marth_untouchable}")], "both sides must play the same action set");
+    refused(&["eval", "--model", &fox, "--side", "marth"], "the model plays fox");
+    refused(&["eval", "--model", &fox, "--opponent", "cpu:10"], "the CPU's level is 1 to 9");
+    refused(&["eval", "--model", &fox, "--opponent", "policy:cpu"], "expected policy:idle, policy:random or policy:dodge");
+    refused(&["eval", "--model", &fox, "--opponent", "human"], "expected cpu:LEVEL, model:FILE or policy:NAME");
+    refused(&["eval", "--model", &fox, "--opponent", "model:/nonexistent.safetensors"], "reading the model file /nonexistent.safetensors");
+    refused(&["eval", "--model", &fox, "--opponent", "cpu:3", "--cpu-level", "3"], "cannot be used with");
+    refused(&["play", "--task", "fight", "--policy", "random", "--opponent", "policy:dodge"], "--policy dodge plays the untouchable task only");
+    refused(&["play", "--backend", "dolphin", "--policy", "random", "--side", "marth"], "--side and --opponent play on the simulator only");
 }

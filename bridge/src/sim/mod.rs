@@ -185,8 +185,15 @@ impl Sim {
     /// match (`seed`: the one it was made with) and after every reset: a baseline for
     /// bots, what the game's own CPU does in the bot's place.
     pub fn with_agent_cpu(mut self, level: u8, seed: u64) -> Sim {
-        self.agent_cpu = Some(AgentCpu::new(level.clamp(1, 9), seed));
+        self.set_agent_cpu(Some(level), seed);
         self
+    }
+
+    /// [`Sim::with_agent_cpu`] on a simulator in place (`None`: the pads given to
+    /// `step` play the bot's side again), for a backend that changes who plays Fox
+    /// from one match to the next without a new RAM image.
+    pub fn set_agent_cpu(&mut self, level: Option<u8>, seed: u64) {
+        self.agent_cpu = level.map(|l| AgentCpu::new(l.clamp(1, 9), seed));
     }
 
     /// The fighter with index [`AGENT`] or [`OPPONENT`] (anything else: the opponent).

@@ -6,10 +6,10 @@
 
 use super::{ApiJson, Reader, RunName, RunRef, Writer};
 use crate::error::{ApiError, ApiResult};
-use crate::views::WorkerList;
 use crate::history::Record;
 use crate::run::Run;
 use crate::state::AppState;
+use crate::views::WorkerList;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::post;
@@ -69,6 +69,7 @@ async fn register(
             epsilon,
             action_set: run.action_set().name().into(),
             task: run.task().name().into(),
+            side: run.settings().side().name().into(),
             n_step: d.n_step,
             gamma: d.gamma,
             upload_every_transitions: w.upload_every_transitions,

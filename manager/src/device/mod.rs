@@ -361,7 +361,7 @@ impl Solo {
         publish: impl Fn(Published) + Send + 'static,
     ) -> anyhow::Result<Solo> {
         let dev = Device::start(&cfg, device)?;
-        let setup = RunSetup { name: "default".into(), weight: 1.0, trainer: cfg, replay, dqn, actions, restore };
+        let setup = RunSetup { name: "default".into(), weight: 1.0, trainer: cfg, replay, dqn, actions, side: shine_agent::Side::Fox, restore };
         let handle = dev.add_run(setup, false, publish)?;
         Ok(Solo { device: dev, handle })
     }

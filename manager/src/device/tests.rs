@@ -149,13 +149,14 @@ fn a_full_queue_is_reported_and_counted() {
     let release_rx = Mutex::new(release_rx);
     let (entered_tx, entered_rx) = std::sync::mpsc::channel::<()>();
     let entered_tx = Mutex::new(entered_tx);
-    let h = Solo::start(t, r, d, ActionSet::Untouchable, tch::Device::Cpu, Restore { data_dir: tmp.path().into(), ..Default::default() }, move |m: Published| {
-        if m.version == 2 {
-            entered_tx.lock().unwrap().send(()).unwrap();
-            release_rx.lock().unwrap().recv().unwrap();
-        }
-    })
-    .unwrap();
+    let h =
+        Solo::start(t, r, d, ActionSet::Untouchable, tch::Device::Cpu, Restore { data_dir: tmp.path().into(), ..Default::default() }, move |m: Published| {
+            if m.version == 2 {
+                entered_tx.lock().unwrap().send(()).unwrap();
+                release_rx.lock().unwrap().recv().unwrap();
+            }
+        })
+        .unwrap();
     h.try_ingest(batch(10, 0)).unwrap();
     entered_rx.recv().unwrap();
     h.try_ingest(batch(1, 1)).unwrap();
@@ -234,7 +235,8 @@ fn two_runs_train_on_one_device_and_a_paused_or_removed_one_leaves_the_other_alo
     let device = Device::start(&t, tch::Device::Cpu).unwrap();
     let add = |name: &str, actions: ActionSet| {
         let restore = Restore { data_dir: tmp.path().join(name), ..Default::default() };
-        let setup = RunSetup { name: name.into(), weight: 1.0, trainer: t.clone(), replay: r.clone(), dqn: d.clone(), actions, restore };
+        let setup =
+            RunSetup { name: name.into(), weight: 1.0, trainer: t.clone(), replay: r.clone(), dqn: d.clone(), actions, side: shine_agent::Side::Fox, restore };
         device.add_run(setup, false, |_| {}).unwrap()
     };
     let (a, b) = (add("a", ActionSet::Untouchable), add("b", ActionSet::Fight));
@@ -258,7 +260,6 @@ fn two_runs_train_on_one_device_and_a_paused_or_removed_one_leaves_the_other_alo
     device.shutdown().unwrap();
     assert!(crate::checkpoint::path(&tmp.path().join("b")).exists());
 }
-
 
 #[test]
 fn after_a_pause_and_a_barrier_the_handle_shows_the_exact_step_count() {

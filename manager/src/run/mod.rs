@@ -35,7 +35,6 @@ use crate::stats::{EpisodeLog, Series};
 use crate::trainer::{self, Restore, RunSetup, TrainerStats};
 use crate::wal::{self, Wal, WalError, WalStats};
 use anyhow::Context;
-use tokio_util::bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use shine_agent::experience::{self, Expect, WireError};
 use shine_agent::{ActionSet, Task};
@@ -43,6 +42,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use thiserror::Error;
+use tokio_util::bytes::Bytes;
 
 /// Where a run was declared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -147,6 +147,7 @@ impl Run {
             replay: settings.replay.clone(),
             dqn: settings.dqn.clone(),
             actions: action_set,
+            side: settings.side(),
             restore,
         };
         let handle = device.add_run(setup, paused, publish).with_context(|| format!("run {name:?}"))?;

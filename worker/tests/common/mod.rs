@@ -120,6 +120,7 @@ pub fn actor_config(envs: usize, seed: u64) -> ActorConfig {
     ActorConfig {
         task: Task::Untouchable,
         actions: ActionSet::Untouchable,
+        side: shine_agent::Side::Fox,
         setup: MatchSetup::default(),
         envs,
         n_step: 1,

@@ -1,0 +1,368 @@
+//! The simulator with a bot on either side: the bot plays Fox or Marth
+//! ([`Side`]), and the other fighter is played by the simulator's scripted CPU or by a
+//! second policy through its own pad (a model, or a built-in policy), seeing the match
+//! from its own side as the bot does.
+//!
+//! [`Duel`] is an [`Emulator`] whose setup is the bot's view of the match
+//! ([`Side::view`]), so `shine_agent::Env` plays it unchanged: the state, the reward
+//! and the episode end are the bot's side's. The opposing policy ([`Seat`]) decides
+//! a macro-action whenever its last one has played out, reading the RAM after every
+//! frame as the bot's reader does. A seat can keep what it played ([`Seat::record`]):
+//! its own transitions, one per macro-action, with the rewards of its side, which is
+//! how a self-play match feeds the learner of each side.
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use shine_agent::actions::{ActionSet, NOTHING};
+use shine_agent::policy::Policy;
+use shine_agent::task::{Episode, EpisodeEnd, Task};
+use shine_agent::{Observation, Side, StateReader, STATE_DIM};
+use shine_bridge::pad::Pad;
+use shine_bridge::sim::{Sim, SimError};
+use shine_bridge::{Emulator, MatchSetup};
+
+/// Who plays the side facing the bot.
+pub enum Opponent {
+    /// The simulator's scripted CPU, at the level each reset asks for.
+    Cpu,
+    /// A policy choosing among `actions`' macro-actions.
+    Policy { policy: Box<dyn Policy>, actions: ActionSet, model_version: u64 },
+}
+
+/// One macro-action the seat played, with what followed it: a transition of its side.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SeatMove {
+    pub state: [f32; STATE_DIM],
+    pub action: usize,
+    /// The macro's summed reward, for the seat's side.
+    pub reward: f32,
+    pub next: [f32; STATE_DIM],
+    pub end: Option<EpisodeEnd>,
+    /// The model that chose it (0 for a built-in policy).
+    pub model_version: u64,
+}
+
+/// The policy on the other side, its reader and the macro it is playing.
+pub struct Seat {
+    policy: Box<dyn Policy>,
+    actions: ActionSet,
+    model_version: u64,
+    task: Task,
+    /// The match from the seat's side.
+    view: MatchSetup,
+    reader: StateReader,
+    rng: ChaCha8Rng,
+    obs: Option<Observation>,
+    episode: Option<Episode>,
+    /// The macro in play: its pads, the next frame's index, and what it has earned.
+    script: &'static [Pad],
+    next_frame: usize,
+    playing: Option<(usize, [f32; STATE_DIM], f32)>,
+    over: bool,
+    record: bool,
+    moves: Vec<SeatMove>,
+}
+
+impl Seat {
+    /// The pad for this frame: the macro in play, or the first pad of a new decision.
+    fn pad(&mut self) -> Pad {
+        if self.next_frame >= self.script.len() && !self.over {
+            if let Some(obs) = self.obs {
+                let a = self.policy.act(&obs, &mut self.rng).min(self.actions.len() - 1);
+                self.script = self.actions.script(a).unwrap_or(&[]);
+                self.next_frame = 0;
+                self.reader.set_shine_flag(self.actions.is_shine(a));
+                self.playing = Some((a, obs.state, 0.0));
+            }
+        }
+        let pad = self.script.get(self.next_frame).copied().unwrap_or(Pad::NEUTRAL);
+        self.next_frame += 1;
+        pad
+    }
+
+    /// Read the frame just played; account its reward; close the macro when it has
+    /// played out or the match ended.
+    fn observe(&mut self, sim: &Sim) -> Result<(), SimError> {
+        let obs = self.reader.read(sim.ram(), &self.view)?;
+        self.obs = Some(obs);
+        let Some(episode) = self.episode.as_mut() else {
+            self.episode = Some(Episode::new(self.task, &obs));
+            return Ok(());
+        };
+        if self.over {
+            return Ok(());
+        }
+        let chose_nothing = self.playing.is_some_and(|(a, _, _)| a == NOTHING);
+        let (r, end) = episode.frame(&obs, chose_nothing);
+        if let Some((_, _, reward)) = self.playing.as_mut() {
+            *reward += r;
+        }
+        self.over = end.is_some();
+        if end.is_some() || self.next_frame >= self.script.len() {
+            if let Some((action, state, reward)) = self.playing.take() {
+                if self.record {
+                    self.moves.push(SeatMove { state, action, reward, next: obs.state, end, model_version: self.model_version });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The simulator, the bot on `side`, the opponent seated on the other.
+pub struct Duel {
+    sim: Sim,
+    side: Side,
+    /// The bot's view of the match in play.
+    view: MatchSetup,
+    task: Task,
+    /// `Some(level)`: the scripted CPU plays the bot's side (the pads given to `step`
+    /// are ignored): a baseline, what the game's own CPU does in the bot's place.
+    bot_cpu: Option<u8>,
+    seat: Option<Seat>,
+    /// Whether the scripted CPU drives Marth this match (the simulator's own opponent).
+    marth_cpu: bool,
+}
+
+impl Duel {
+    /// A match on the simulator, seen by the bot from `view` ([`Side::view`] of the
+    /// match's layout), playing `task`; the opponent is the scripted CPU until
+    /// [`Duel::seat`] puts a policy there.
+    pub fn new(side: Side, view: MatchSetup, task: Task, seed: u64) -> Duel {
+        let mut duel = Duel { sim: Sim::new(side.view(view), seed), side, view, task, bot_cpu: None, seat: None, marth_cpu: true };
+        // Infallible here: `Sim::new` repaired the setup.
+        let _ = duel.arrange(view, seed);
+        duel
+    }
+
+    /// The scripted CPU at `level` plays the bot's side from the next reset on.
+    pub fn with_bot_cpu(mut self, level: u8) -> Duel {
+        self.bot_cpu = Some(level.clamp(1, 9));
+        self
+    }
+
+    /// Who plays the other side from the next reset on. With `record`, the seat keeps
+    /// its transitions for [`Duel::take_moves`].
+    pub fn seat(&mut self, opponent: Opponent, seed: u64, record: bool) {
+        self.seat = match opponent {
+            Opponent::Cpu => None,
+            Opponent::Policy { policy, actions, model_version } => Some(Seat {
+                policy,
+                actions,
+                model_version,
+                task: self.task,
+                view: self.seat_view(self.view),
+                reader: StateReader::new(),
+                rng: ChaCha8Rng::seed_from_u64(seed),
+                obs: None,
+                episode: None,
+                script: &[],
+                next_frame: 0,
+                playing: None,
+                over: false,
+                record,
+                moves: Vec::new(),
+            }),
+        };
+    }
+
+    pub fn side(&self) -> Side {
+        self.side
+    }
+
+    pub fn sim(&self) -> &Sim {
+        &self.sim
+    }
+
+    /// The seat's transitions since the last call (only with `record`).
+    pub fn take_moves(&mut self) -> Vec<SeatMove> {
+        self.seat.as_mut().map(|s| std::mem::take(&mut s.moves)).unwrap_or_default()
+    }
+
+    /// The match from the seat's side, given the bot's view of it.
+    fn seat_view(&self, view: MatchSetup) -> MatchSetup {
+        self.side.other().view(self.side.view(view))
+    }
+
+    /// Start the match `view` describes (the bot's view): which scripted CPU drives
+    /// which fighter at which level. `view.cpu_level` is the opponent's level when the
+    /// CPU is the opponent; the simulator's own CPU plays Marth, its agent-side CPU Fox.
+    fn arrange(&mut self, view: MatchSetup, seed: u64) -> Result<(), SimError> {
+        let opponent_cpu = self.seat.is_none().then_some(view.cpu_level);
+        let (fox_cpu, marth_cpu) = match self.side {
+            Side::Fox => (self.bot_cpu, opponent_cpu),
+            Side::Marth => (opponent_cpu, self.bot_cpu),
+        };
+        let game = MatchSetup { cpu_level: marth_cpu.unwrap_or(view.cpu_level), ..self.side.view(view) };
+        self.sim.reset(game, seed)?;
+        self.sim.set_agent_cpu(fox_cpu, seed);
+        self.marth_cpu = marth_cpu.is_some();
+        self.view = view;
+        Ok(())
+    }
+}
+
+impl Emulator for Duel {
+    type Error = SimError;
+
+    fn reset(&mut self, view: MatchSetup, seed: u64) -> Result<(), SimError> {
+        self.arrange(view, seed)?;
+        let seat_view = self.seat_view(view);
+        if let Some(seat) = self.seat.as_mut() {
+            seat.view = seat_view;
+            seat.reader.reset();
+            (seat.obs, seat.episode, seat.script, seat.next_frame, seat.playing, seat.over) = (None, None, &[], 0, None, false);
+            seat.moves.clear();
+            seat.observe(&self.sim)?;
+        }
+        Ok(())
+    }
+
+    fn step(&mut self, pad: &Pad) -> Result<(), SimError> {
+        let theirs = self.seat.as_mut().map_or(Pad::NEUTRAL, Seat::pad);
+        let (fox, marth) = match self.side {
+            Side::Fox => (*pad, theirs),
+            Side::Marth => (theirs, *pad),
+        };
+        // A Fox driven by the agent-side CPU ignores its pad; a Marth driven by the
+        // simulator's CPU gets its pad from `step`.
+        if self.marth_cpu {
+            self.sim.step(&fox)?;
+        } else {
+            self.sim.step_both(&fox, &marth)?;
+        }
+        match self.seat.as_mut() {
+            Some(seat) => seat.observe(&self.sim),
+            None => Ok(()),
+        }
+    }
+
+    fn ram(&self) -> shine_bridge::ram::RamView<'_> {
+        self.sim.ram()
+    }
+
+    fn setup(&self) -> MatchSetup {
+        self.view
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shine_agent::policy::{Idle, RandomPolicy};
+    use shine_agent::Env;
+
+    fn fight_view(side: Side) -> MatchSetup {
+        side.view(MatchSetup::default())
+    }
+
+    /// Every pad of a few random macro-actions, the same for any run.
+    fn pads(n: usize) -> Vec<Pad> {
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        let mut random = RandomPolicy(ActionSet::Fight);
+        let obs = Observation { state: [0.0; STATE_DIM], frame: 0, opponent: Default::default(), agent: Default::default() };
+        let mut out = Vec::new();
+        while out.len() < n {
+            out.extend_from_slice(ActionSet::Fight.script(random.act(&obs, &mut rng)).unwrap());
+        }
+        out.truncate(n);
+        out
+    }
+
+    #[test]
+    fn a_fox_bot_against_the_cpu_plays_the_simulator_frame_for_frame() {
+        let setup = MatchSetup::default();
+        let mut sim = Sim::new(setup, 11);
+        let mut duel = Duel::new(Side::Fox, fight_view(Side::Fox), Task::Fight, 11);
+        sim.reset(setup, 11).unwrap();
+        duel.reset(setup, 11).unwrap();
+        for pad in pads(600) {
+            sim.step(&pad).unwrap();
+            duel.step(&pad).unwrap();
+            assert_eq!(duel.ram().bytes(), sim.ram().bytes());
+        }
+    }
+
+    #[test]
+    fn a_marth_bot_faces_the_cpu_playing_fox() {
+        // The bot's pads drive Marth; Fox is the agent-side CPU at the view's level.
+        let game = MatchSetup { cpu_level: 9, ..MatchSetup::default() };
+        let mut sim = Sim::new(game, 3).with_agent_cpu(9, 3);
+        let view = Side::Marth.view(game);
+        let mut duel = Duel::new(Side::Marth, view, Task::Fight, 3);
+        duel.reset(view, 3).unwrap();
+        sim.reset(game, 3).unwrap();
+        for pad in pads(900) {
+            sim.step_both(&Pad::NEUTRAL, &pad).unwrap();
+            duel.step(&pad).unwrap();
+            assert_eq!(duel.ram().bytes(), sim.ram().bytes());
+        }
+        assert!(sim.agent().percent() > 0.0 || sim.opponent().percent() > 0.0, "the two fought");
+        assert_eq!(duel.setup(), view, "the emulator's setup is the bot's view");
+    }
+
+    #[test]
+    fn the_seat_plays_its_side_and_records_its_own_rewards() {
+        for side in Side::ALL {
+            let view = fight_view(side);
+            let mut duel = Duel::new(side, view, Task::Fight, 21);
+            duel.seat(Opponent::Policy { policy: Box::new(RandomPolicy(ActionSet::Fight)), actions: ActionSet::Fight, model_version: 7 }, 99, true);
+            let mut env = Env::new(duel, view, Task::Fight, ActionSet::Fight);
+            let first = env.reset(9, 21).unwrap();
+            let mut rng = ChaCha8Rng::seed_from_u64(1);
+            let mut bot = RandomPolicy(ActionSet::Fight);
+            let mut obs = first;
+            let mut moves = Vec::new();
+            let end = loop {
+                let step = env.step(bot.act(&obs, &mut rng)).unwrap();
+                moves.extend(env_duel(&mut env).take_moves());
+                obs = step.next;
+                if let Some(end) = step.end {
+                    break end;
+                }
+            };
+            let bot_total = env.episode().unwrap().total_reward;
+            assert!(moves.len() > 100, "{side}: the seat decided all match long ({} moves)", moves.len());
+            // The fight is zero-sum: the seat's rewards are the bot's, negated.
+            let seat_total: f32 = moves.iter().map(|m| m.reward).sum();
+            assert!(bot_total.abs() > 0.1, "{side}: somebody took damage ({bot_total})");
+            assert!((seat_total + bot_total).abs() < 1e-3, "{side}: seat {seat_total} vs bot {bot_total}");
+            // Its first state is the bot's first state with the roles swapped.
+            let mut swapped = first.state;
+            swapped[..13].copy_from_slice(&first.state[13..26]);
+            swapped[13..26].copy_from_slice(&first.state[..13]);
+            swapped[26] = 0.0;
+            assert_eq!(moves[0].state, swapped, "{side}");
+            // Moves chain, and only the last one carries the end.
+            for w in moves.windows(2) {
+                assert_eq!(w[0].next[..26], w[1].state[..26], "{side}");
+                assert_eq!(w[0].end, None);
+            }
+            assert_eq!(moves.last().unwrap().end, Some(end));
+            assert!(moves.iter().all(|m| m.model_version == 7 && m.action < ActionSet::Fight.len()));
+        }
+    }
+
+    #[test]
+    fn a_seated_policy_replaces_the_cpu_and_keeps_nothing_unasked() {
+        // An idle Fox bot: the level-9 CPU Marth hits it within seconds, an idle seat
+        // in Marth's place never does.
+        let view = fight_view(Side::Fox);
+        let mut alone = Duel::new(Side::Fox, view, Task::Fight, 4);
+        let mut seated = Duel::new(Side::Fox, view, Task::Fight, 4);
+        seated.seat(Opponent::Policy { policy: Box::new(Idle), actions: ActionSet::Fight, model_version: 0 }, 1, false);
+        for d in [&mut alone, &mut seated] {
+            d.reset(view, 4).unwrap();
+            for _ in 0..600 {
+                d.step(&Pad::NEUTRAL).unwrap();
+            }
+        }
+        assert!(alone.sim().agent().percent() > 0.0, "the CPU attacks");
+        assert_eq!(seated.sim().agent().percent(), 0.0, "an idle seat does not");
+        assert!(seated.take_moves().is_empty(), "moves are kept only when asked");
+    }
+
+    fn env_duel(env: &mut Env<Duel>) -> &mut Duel {
+        env.emulator_mut()
+    }
+}
