@@ -74,3 +74,29 @@ impl Policy for Greedy {
         QNet::argmax(&self.q)
     }
 }
+
+/// A shared model's greedy action, or a uniformly random one with probability
+/// `epsilon`: how a self-play opponent plays (and explores) its side.
+pub struct EpsilonGreedy {
+    net: std::sync::Arc<QNet>,
+    epsilon: f64,
+    q: Vec<f32>,
+    scratch: Scratch,
+}
+
+impl EpsilonGreedy {
+    pub fn new(net: std::sync::Arc<QNet>, epsilon: f64) -> Self {
+        let q = vec![0.0; net.action_count()];
+        EpsilonGreedy { net, epsilon, q, scratch: Scratch::default() }
+    }
+}
+
+impl Policy for EpsilonGreedy {
+    fn act(&mut self, obs: &Observation, rng: &mut dyn rand::RngCore) -> usize {
+        if self.epsilon > 0.0 && rng.random::<f64>() < self.epsilon {
+            return rng.random_range(0..self.q.len());
+        }
+        self.net.forward(&obs.state, 1, &mut self.q, &mut self.scratch);
+        QNet::argmax(&self.q)
+    }
+}

@@ -69,6 +69,22 @@ pub struct Registration {
     pub cpu_level: u8,
     /// ...and the share of training episodes played at it (the rest: uniform 1..level).
     pub cpu_level_top_share: f64,
+    /// Self-play: who plays the other side, when the run has an opponent run (absent or
+    /// null: the scripted CPU always).
+    #[serde(default)]
+    pub selfplay: Option<SelfPlay>,
+}
+
+/// A self-play run's opponents (`[game] opponent_run` and its shares).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SelfPlay {
+    /// The run whose models play the other side; their transitions are uploaded to it.
+    pub opponent_run: String,
+    /// Share of training episodes against the scripted CPU instead.
+    pub cpu_share: f64,
+    /// Of the others, the share against the opponent run's newest model (the rest: one
+    /// of its older kept models, uniformly).
+    pub latest_share: f64,
 }
 
 /// The side of a registration that does not name one.

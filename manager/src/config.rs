@@ -202,6 +202,14 @@ pub struct GameConfig {
     pub cpu_level_top_share: f64,
     /// Share of episodes played greedily at `cpu_level` as evaluation.
     pub eval_share: f64,
+    /// Self-play: the run whose models play the other side ("": the scripted CPU only).
+    pub opponent_run: String,
+    /// With `opponent_run`: the share of training episodes still played against the
+    /// scripted CPU...
+    pub opponent_cpu_share: f64,
+    /// ...and, of the others, the share against `opponent_run`'s newest model (the
+    /// rest: one of its older kept models, drawn uniformly).
+    pub opponent_latest_share: f64,
 }
 
 impl Default for GameConfig {
@@ -213,6 +221,9 @@ impl Default for GameConfig {
             cpu_level: 9,
             cpu_level_top_share: 0.7,
             eval_share: 0.02,
+            opponent_run: String::new(),
+            opponent_cpu_share: 0.2,
+            opponent_latest_share: 0.5,
         }
     }
 }
@@ -234,7 +245,13 @@ impl GameConfig {
         if !(1..=9).contains(&self.cpu_level) {
             bail!("[game] cpu_level = {} must be in 1..=9", self.cpu_level);
         }
-        for (name, v) in [("cpu_level_top_share", self.cpu_level_top_share), ("eval_share", self.eval_share)] {
+        let shares = [
+            ("cpu_level_top_share", self.cpu_level_top_share),
+            ("eval_share", self.eval_share),
+            ("opponent_cpu_share", self.opponent_cpu_share),
+            ("opponent_latest_share", self.opponent_latest_share),
+        ];
+        for (name, v) in shares {
             if !(0.0..=1.0).contains(&v) {
                 bail!("[game] {name} = {v} must be in [0, 1]");
             }
@@ -389,8 +406,42 @@ impl Config {
             }
             out.push(spec.resolve(self)?);
         }
+        for run in &out {
+            check_opponent(run, &out)?;
+        }
         Ok(out)
     }
+}
+
+/// Self-play pairs two runs: `run`'s `[game] opponent_run` must be one of `runs`,
+/// another run playing the other side with the same action set, task and returns
+/// (`n_step`, `gamma`), since a self-play worker uploads its opponent's transitions to
+/// that run as they were played.
+pub fn check_opponent(run: &RunSettings, runs: &[RunSettings]) -> anyhow::Result<()> {
+    let name = &run.game.opponent_run;
+    if name.is_empty() {
+        return Ok(());
+    }
+    let Some(other) = runs.iter().find(|r| &r.name == name) else {
+        let known: Vec<&str> = runs.iter().map(|r| r.name.as_str()).collect();
+        bail!("run {:?}: [game] opponent_run = {name:?} is not a run (runs: {known:?})", run.name);
+    };
+    if other.name == run.name {
+        bail!("run {:?}: [game] opponent_run names the run itself; name the run that plays the other side", run.name);
+    }
+    if other.side() == run.side() {
+        bail!("run {:?}: [game] opponent_run {name:?} plays {} as this run does; its side must be {}", run.name, other.side(), run.side().other());
+    }
+    let plays = |r: &RunSettings| (r.action_set(), r.task(), r.dqn.n_step, r.dqn.gamma);
+    if plays(other) != plays(run) {
+        bail!(
+            "run {:?}: [game] opponent_run {name:?} must play the same action set and task with the same [dqn] n_step and gamma (it plays {:?}, this run {:?})",
+            run.name,
+            plays(other),
+            plays(run)
+        );
+    }
+    Ok(())
 }
 
 impl RunSpec {
@@ -619,6 +670,34 @@ mod tests {
         let e = format!("{:#}", err("[[runs]]\nname = \"a\"\nweight = 0.0\n"));
         assert!(e.contains("weight"), "{e}");
         assert!(toml::from_str::<Config>("[[runs]]\nname = \"a\"\nwieght = 1.0\n").is_err(), "typos in a run are errors");
+    }
+
+    #[test]
+    fn self_play_pairs_a_fox_run_with_a_marth_run_that_plays_the_same_game() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs");
+        let selfplay = Config::from_file(&dir.join("selfplay.toml")).unwrap();
+        let runs = selfplay.runs().unwrap();
+        let pairs: Vec<(&str, Side, &str)> = runs.iter().map(|r| (r.name.as_str(), r.side(), r.game.opponent_run.as_str())).collect();
+        assert_eq!(pairs, [("fox", Side::Fox, "marth"), ("marth", Side::Marth, "fox")]);
+        let fight = Config::from_file(&dir.join("fight.toml")).unwrap();
+        assert_eq!((&selfplay.dqn, &selfplay.trainer), (&fight.dqn, &fight.trainer), "the fight's learner on both sides");
+
+        let err = |runs: &str| format!("{:#}", toml::from_str::<Config>(runs).map_err(anyhow::Error::from).and_then(|c| c.runs()).unwrap_err());
+        let fight = "game = { action_set = \"fight\", task = \"fight\"";
+        let e = err(&format!("[[runs]]\nname = \"a\"\n{fight}, opponent_run = \"b\" }}\n"));
+        assert!(e.contains("opponent_run = \"b\" is not a run"), "{e}");
+        let e = err(&format!("[[runs]]\nname = \"a\"\n{fight}, opponent_run = \"a\" }}\n"));
+        assert!(e.contains("names the run itself"), "{e}");
+        let e = err(&format!("[[runs]]\nname = \"a\"\n{fight}, opponent_run = \"b\" }}\n[[runs]]\nname = \"b\"\n{fight} }}\n"));
+        assert!(e.contains("plays fox as this run does; its side must be marth"), "{e}");
+        let e = err(&format!("[[runs]]\nname = \"a\"\n{fight}, opponent_run = \"b\" }}\n[[runs]]\nname = \"b\"\ngame = {{ side = \"marth\" }}\n"));
+        assert!(e.contains("same action set and task"), "{e}");
+        let e = err(&format!("[[runs]]\nname = \"a\"\n{fight}, opponent_run = \"b\" }}\n[[runs]]\nname = \"b\"\n{fight}, side = \"marth\" }}\ndqn = {{ n_step = 3 }}\n"));
+        assert!(e.contains("n_step and gamma"), "{e}");
+        let e = err(&format!("[[runs]]\nname = \"a\"\n{fight}, opponent_cpu_share = 1.5 }}\n"));
+        assert!(e.contains("opponent_cpu_share = 1.5"), "{e}");
+        let e = err("[[runs]]\nname = \"a\"\ngame = { side = \"falco\" }\n");
+        assert!(e.contains("unknown side \"falco\""), "{e}");
     }
 
     #[test]

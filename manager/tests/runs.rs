@@ -68,6 +68,10 @@ async fn runs_are_created_paused_assigned_and_deleted_through_the_api() {
         (json!({ "name": "x", "server": { "listen": "0.0.0.0:1" } }), "server"),
         (json!({ "name": "x", "weight": "heavy" }), "weight"),
         (json!({ "weight": 1.0 }), "name"),
+        // Self-play needs an opponent run that exists and plays the other side.
+        (json!({ "name": "x", "game": { "opponent_run": "nobody" } }), "opponent_run = \"nobody\" is not a run"),
+        (json!({ "name": "x", "game": { "opponent_run": "default" } }), "plays fox as this run does"),
+        (json!({ "name": "x", "game": { "side": "luigi" } }), "unknown side"),
     ] {
         let (st, e) = send(&m, reqwest::Method::POST, "/api/v1/runs", Some(bad.clone())).await;
         assert_eq!((st, e["error"]["code"].as_str()), (422, Some("invalid_run")), "{bad}: {e}");

@@ -35,7 +35,7 @@ struct Outcome {
 /// Run the actor with `make` for `warm` then `measure`; the measured part's figures.
 fn run<E, F>(envs: Option<usize>, make: F, warm: Duration, measure: Duration) -> Outcome
 where
-    E: Emulator,
+    E: Emulator + shine_worker::duel::Seats,
     F: Fn(usize) -> anyhow::Result<E> + Send + Sync + 'static,
 {
     let cfg = ActorConfig {
@@ -64,7 +64,7 @@ fn envs_is_auto(c: &ActorCounters) -> bool {
 
 fn table<E, F>(name: &str, secs: u64, make: impl Fn() -> F)
 where
-    E: Emulator,
+    E: Emulator + shine_worker::duel::Seats,
     F: Fn(usize) -> anyhow::Result<E> + Send + Sync + 'static,
 {
     let s = Duration::from_secs(secs);

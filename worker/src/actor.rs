@@ -28,16 +28,18 @@
 //! weights however many models it sees (`tests/model_swap_memory.rs` measures it).
 
 use crate::batcher::{Batcher, RawBatch};
+use crate::duel::Seats;
 use crate::envs::{env_thread, Cmd, Game, Reply};
 use crate::live::{LiveDecision, LiveTap};
 use crate::nstep::{Decision, NStep};
+use crate::selfplay::Pool;
 use crate::shared::ActorCounters;
 use crate::tuner::{Tuner, TunerConfig};
 use anyhow::{bail, Context};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use shine_agent::model::{QNet, Scratch};
-use shine_agent::protocol::EpisodeReport;
+use shine_agent::protocol::{EpisodeReport, SelfPlay};
 use shine_agent::{ActionSet, EpisodeEnd, Observation, Side, Task, STATE_DIM};
 use shine_bridge::{Emulator, MatchSetup};
 use std::sync::atomic::Ordering::Relaxed;
@@ -76,6 +78,9 @@ pub struct ActorConfig {
     pub seed: u64,
     /// `--envs auto`: start with one environment and let [`Tuner`] set the count.
     pub auto: Option<TunerConfig>,
+    /// Self-play: the opponent run's models play the other side in a share of the
+    /// training episodes ([`crate::selfplay`]); `None`: the scripted CPU always.
+    pub selfplay: Option<SelfPlay>,
 }
 
 /// The actor's connections to the network side.
@@ -88,6 +93,18 @@ pub struct ActorIo {
     /// Where a swapped-out network goes, for the loader to fill with the next model
     /// (`None`: dropped).
     pub spares: Option<tokio::sync::mpsc::Sender<QNet>>,
+    /// Self-play: where the rivals come from and where their transitions go.
+    pub rival: Option<RivalIo>,
+}
+
+/// The actor's connections for self-play's other side.
+pub struct RivalIo {
+    /// The opponent run's models ([`crate::selfplay::poll_pool`]).
+    pub pool: tokio::sync::watch::Receiver<Arc<Pool>>,
+    /// The rivals' transitions, batched for the opponent run's uploader.
+    pub batches: tokio::sync::mpsc::Sender<RawBatch>,
+    /// Their count and the opponent uploader's batch scale (its manager's busy state).
+    pub counters: Arc<ActorCounters>,
 }
 
 /// The episode an environment is playing.
@@ -108,6 +125,8 @@ struct Slot {
     /// The decision in flight.
     pending: Option<Decision>,
     nstep: NStep,
+    /// The rival's decisions, into the opponent run's transitions.
+    rival_nstep: NStep,
     skipped: u64,
     failures: u32,
     /// Taken away by `--envs auto`: stops at its next reply.
@@ -118,17 +137,28 @@ struct Slot {
 const MAX_ENV_FAILURES: u32 = 3;
 
 impl Slot {
-    /// Draw the next episode's kind and send the reset.
-    fn start_episode(&mut self, cfg: &ActorConfig) {
+    /// Draw the next episode's kind (and, in self-play, its rival from `pool`, exploring
+    /// at `epsilon`) and send the reset.
+    fn start_episode(&mut self, cfg: &ActorConfig, pool: Option<&tokio::sync::watch::Receiver<Arc<Pool>>>, epsilon: f64) {
         let eval = self.rng.random::<f64>() < cfg.eval_share;
         // The paper: the top level in most training episodes, the rest uniform, so
         // the agent also sees weaker (different) opponents.
         let cpu_level = if eval || self.rng.random::<f64>() < cfg.cpu_level_top_share { cfg.cpu_level } else { self.rng.random_range(1..=cfg.cpu_level) };
-        self.episode = EpisodeInfo { eval, cpu_level, frames: 0, reward: 0.0 };
         self.obs = None;
         self.pending = None;
         let seed = self.rng.random();
-        self.send(Cmd::Reset { cpu_level, seed });
+        // Evaluation episodes are always against the CPU: the measure stays the same.
+        let rival = match (&cfg.selfplay, pool) {
+            (Some(sp), Some(pool)) if !eval => pool.borrow().draw(sp, epsilon, &mut self.rng),
+            _ => None,
+        };
+        self.episode = EpisodeInfo { eval, cpu_level, frames: 0, reward: 0.0 };
+        self.send(Cmd::Reset { cpu_level, seed, rival });
+    }
+
+    /// Forget the open episode's unfinished decisions, both sides'; how many.
+    fn drop_unfinished(&mut self) -> u64 {
+        (self.nstep.clear() + self.rival_nstep.clear()) as u64 + self.pending.take().is_some() as u64
     }
 
     fn send(&mut self, cmd: Cmd) {
@@ -152,7 +182,7 @@ pub fn run_actor<E, F>(
     cancel: CancellationToken,
 ) -> anyhow::Result<()>
 where
-    E: Emulator,
+    E: Emulator + Seats,
     F: Fn(usize) -> anyhow::Result<E> + Send + Sync + 'static,
 {
     let start_envs = if cfg.auto.is_some() { 1 } else { cfg.envs };
@@ -177,8 +207,9 @@ where
     // when every environment has stopped.
     let mut tuner = cfg.auto.map(|t| Tuner::new(t, Instant::now()));
     let spawner = tuner.is_some().then_some(reply_tx);
+    let pool = io.rival.as_ref().map(|r| r.pool.clone());
     for s in &mut slots {
-        s.start_episode(&cfg);
+        s.start_episode(&cfg, pool.as_ref(), counters.epsilon());
     }
     counters.envs_auto.store(tuner.is_some(), Relaxed);
     counters.set_envs(start_envs, tuner.as_ref().map_or_else(|| format!("fixed at {start_envs} (--envs)"), |t| t.reason().to_string()));
@@ -187,10 +218,17 @@ where
     let batcher =
         Batcher::new(cfg.batch_transitions, Duration::from_secs_f64(cfg.batch_secs.max(0.01)), cfg.n_step.max(1), io.batches.clone(), counters.clone())
             .with_cap(cfg.batch_cap);
+    let rival_batcher = io.rival.as_ref().map(|r| {
+        r.counters.batch_scale_max.store((cfg.batch_cap / cfg.batch_transitions.max(1)).max(1) as u64, Relaxed);
+        Batcher::new(cfg.batch_transitions, Duration::from_secs_f64(cfg.batch_secs.max(0.01)), cfg.n_step.max(1), r.batches.clone(), r.counters.clone())
+            .with_cap(cfg.batch_cap)
+    });
     let mut round = Round {
         cfg: &cfg,
         slots,
         batcher,
+        rival_batcher,
+        pool,
         counters,
         episodes: io.episodes.clone(),
         live: io.live.clone(),
@@ -227,7 +265,7 @@ where
         match replies.recv_timeout(Duration::from_millis(100)) {
             Ok(r) => ready.push(r),
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                if let Err(e) = round.batcher.flush_if_due(Instant::now()) {
+                if let Err(e) = round.flush_if_due() {
                     break Err(e);
                 }
                 continue;
@@ -246,14 +284,15 @@ where
     // n > 1 the last decisions of each running episode are incomplete and dropped.
     for s in &mut round.slots {
         s.cmds = None;
-        round.counters.incomplete.fetch_add(s.nstep.clear() as u64, Relaxed);
+        round.counters.incomplete.fetch_add(s.drop_unfinished(), Relaxed);
     }
     drop(replies);
     for t in threads {
         let _ = t.join();
     }
     let flushed = round.batcher.flush();
-    result.and(flushed)
+    let rival_flushed = round.rival_batcher.as_mut().map_or(Ok(()), Batcher::flush);
+    result.and(flushed).and(rival_flushed)
 }
 
 /// Start environment `i` on a thread of its own (only environment 0 is ever shown live)
@@ -266,7 +305,7 @@ fn spawn_env<E, F>(
     live: Option<Arc<LiveTap>>,
 ) -> anyhow::Result<(std::thread::JoinHandle<()>, Slot)>
 where
-    E: Emulator,
+    E: Emulator + Seats,
     F: Fn(usize) -> anyhow::Result<E> + Send + Sync + 'static,
 {
     let (tx, rx) = mpsc::channel();
@@ -286,6 +325,7 @@ where
         obs: None,
         pending: None,
         nstep: NStep::new(cfg.n_step.max(1) as usize, cfg.gamma),
+        rival_nstep: NStep::new(cfg.n_step.max(1) as usize, cfg.gamma),
         skipped: 0,
         failures: 0,
         retiring: false,
@@ -326,6 +366,9 @@ struct Round<'a> {
     cfg: &'a ActorConfig,
     slots: Vec<Slot>,
     batcher: Batcher,
+    /// Self-play: the rivals' transitions, for the opponent run, and where rivals come from.
+    rival_batcher: Option<Batcher>,
+    pool: Option<tokio::sync::watch::Receiver<Arc<Pool>>>,
     counters: Arc<ActorCounters>,
     episodes: tokio::sync::mpsc::Sender<EpisodeReport>,
     live: Option<Arc<LiveTap>>,
@@ -350,7 +393,14 @@ impl Round<'_> {
             bail!("every environment failed; last error: {}", self.last_error);
         }
         self.decide(model);
-        self.batcher.flush_if_due(Instant::now())
+        self.flush_if_due()
+    }
+
+    /// Hand over the batches that are old enough, both sides'.
+    fn flush_if_due(&mut self) -> anyhow::Result<()> {
+        let now = Instant::now();
+        self.batcher.flush_if_due(now)?;
+        self.rival_batcher.as_mut().map_or(Ok(()), |b| b.flush_if_due(now))
     }
 
     /// Environments playing and not on their way out.
@@ -369,7 +419,7 @@ impl Round<'_> {
         let mut active = self.active();
         while active < n {
             let (t, mut slot) = spawn(self.slots.len())?;
-            slot.start_episode(self.cfg);
+            slot.start_episode(self.cfg, self.pool.as_ref(), self.counters.epsilon());
             threads.push(t);
             self.slots.push(slot);
             self.alive += 1;
@@ -387,12 +437,13 @@ impl Round<'_> {
     /// What environment `i` answered: an observation to act on, a step to record (and
     /// maybe a finished episode), or a failure.
     fn record(&mut self, i: usize, reply: Reply) -> anyhow::Result<()> {
-        let (cfg, counters) = (self.cfg, &self.counters);
+        let (cfg, counters, pool) = (self.cfg, &self.counters, self.pool.as_ref());
+        let epsilon = counters.epsilon();
         let s = &mut self.slots[i];
         if s.retiring {
             // Taken away by --envs auto: its open episode ends here like a cut (the
             // complete transitions are already handed over), and its thread stops.
-            counters.incomplete.fetch_add(s.nstep.clear() as u64 + s.pending.take().is_some() as u64, Relaxed);
+            counters.incomplete.fetch_add(s.drop_unfinished(), Relaxed);
             (s.cmds, s.retiring, s.obs) = (None, false, None);
             self.alive -= 1;
             return Ok(());
@@ -403,7 +454,7 @@ impl Round<'_> {
                 s.failures = 0;
                 self.need.push(i);
             }
-            Reply::Stepped { step, skipped_total } => {
+            Reply::Stepped { step, skipped_total, rival } => {
                 counters.frames.fetch_add(step.frames as u64, Relaxed);
                 counters.skipped_frames.fetch_add(skipped_total.saturating_sub(s.skipped), Relaxed);
                 s.skipped = skipped_total;
@@ -420,6 +471,21 @@ impl Round<'_> {
                 });
                 counters.incomplete.fetch_add(dropped as u64, Relaxed);
                 handed?;
+                // The rival's macro-actions become the opponent run's transitions, by the
+                // same n-step rule, with the rival's own rewards.
+                if let Some(rb) = self.rival_batcher.as_mut() {
+                    let mut handed = Ok(());
+                    for m in rival {
+                        let d = Decision { state: m.state, action: m.action, reward: m.reward, model_version: m.model_version };
+                        let dropped = s.rival_nstep.push(d, &m.next, m.end, &mut |row, v| {
+                            if handed.is_ok() {
+                                handed = rb.push(row, v);
+                            }
+                        });
+                        counters.incomplete.fetch_add(dropped as u64, Relaxed);
+                    }
+                    handed?;
+                }
                 match step.end {
                     Some(end) => {
                         counters.episodes.fetch_add(1, Relaxed);
@@ -437,7 +503,7 @@ impl Round<'_> {
                         if self.episodes.try_send(report).is_err() {
                             counters.reports_dropped.fetch_add(1, Relaxed);
                         }
-                        s.start_episode(cfg);
+                        s.start_episode(cfg, pool, epsilon);
                     }
                     None => {
                         s.obs = Some(step.next);
@@ -453,20 +519,20 @@ impl Round<'_> {
                 counters.skipped_frames.fetch_add(skipped_total.saturating_sub(s.skipped), Relaxed);
                 s.skipped = skipped_total;
                 counters.episodes_cut.fetch_add(1, Relaxed);
-                counters.incomplete.fetch_add(s.nstep.clear() as u64 + s.pending.take().is_some() as u64, Relaxed);
+                counters.incomplete.fetch_add(s.drop_unfinished(), Relaxed);
                 tracing::info!(env = i, skipped, "the game ran on without the bot (paused worker): episode cut at the last decision");
-                s.start_episode(cfg);
+                s.start_episode(cfg, pool, epsilon);
             }
             Reply::Failed(e) => {
                 s.failures += 1;
-                counters.incomplete.fetch_add(s.nstep.clear() as u64 + s.pending.is_some() as u64, Relaxed);
+                counters.incomplete.fetch_add(s.drop_unfinished(), Relaxed);
                 if s.failures >= MAX_ENV_FAILURES {
                     tracing::error!(env = i, "environment failed {} times in a row, giving it up: {e}", s.failures);
                     s.cmds = None;
                     self.alive -= 1;
                 } else {
                     tracing::warn!(env = i, "environment failed, restarting its episode: {e}");
-                    s.start_episode(cfg);
+                    s.start_episode(cfg, pool, epsilon);
                 }
                 self.last_error = e;
             }

@@ -172,6 +172,27 @@ impl Client {
         }))
     }
 
+    /// The versions of the run's kept models, newest first (`GET .../models`).
+    pub async fn model_versions(&self) -> Result<Vec<u64>, ApiError> {
+        #[derive(serde::Deserialize)]
+        struct Listed {
+            version: u64,
+        }
+        #[derive(serde::Deserialize)]
+        struct List {
+            models: Vec<Listed>,
+        }
+        let what = "the model list (GET /api/v1/models)";
+        let resp = self.send(what, self.http.get(self.run_url("/models")).bearer_auth(&self.token)).await?;
+        Ok(Self::json::<List>(what, resp).await?.models.into_iter().map(|m| m.version).collect())
+    }
+
+    /// One kept model's file (`GET .../models/{version}`).
+    pub async fn model(&self, version: u64) -> Result<Vec<u8>, ApiError> {
+        let resp = self.send("a model download", self.http.get(self.run_url(&format!("/models/{version}"))).bearer_auth(&self.token)).await?;
+        Ok(resp.bytes().await.map_err(|source| ApiError::Network { url: self.base.to_string(), source })?.to_vec())
+    }
+
     /// The latest model, unless `etag` still names it.
     pub async fn latest_model(&self, etag: Option<&str>) -> Result<ModelFetch, ApiError> {
         let mut req = self.http.get(self.run_url("/models/latest")).bearer_auth(&self.token);

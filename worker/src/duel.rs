@@ -202,6 +202,36 @@ impl Duel {
     }
 }
 
+/// What the actor asks of any emulator it plays: a seat for a policy on the other side
+/// ([`Duel`]). Backends without one play the scripted CPU there and refuse a policy.
+pub trait Seats {
+    /// Who plays the other side from the next reset on ([`Duel::seat`]).
+    fn seat_opponent(&mut self, opponent: Opponent, seed: u64, record: bool) -> Result<(), String> {
+        let _ = (seed, record);
+        match opponent {
+            Opponent::Cpu => Ok(()),
+            Opponent::Policy { .. } => Err("this backend has no seat for a policy on the other side: self-play runs on the simulator".into()),
+        }
+    }
+    /// The seated policy's transitions since the last call.
+    fn take_moves(&mut self) -> Vec<SeatMove> {
+        Vec::new()
+    }
+}
+
+impl Seats for Duel {
+    fn seat_opponent(&mut self, opponent: Opponent, seed: u64, record: bool) -> Result<(), String> {
+        self.seat(opponent, seed, record);
+        Ok(())
+    }
+    fn take_moves(&mut self) -> Vec<SeatMove> {
+        Duel::take_moves(self)
+    }
+}
+
+impl Seats for Sim {}
+impl Seats for shine_bridge::dolphin::Dolphin {}
+
 impl Emulator for Duel {
     type Error = SimError;
 

@@ -6,6 +6,10 @@
 //! ```
 //! The loop ends when the actor drops its command sender (shutdown).
 //!
+//! **Self-play.** A reset may seat a rival model on the other side ([`Rival`]; the
+//! simulator's [`crate::duel::Duel`]); each step then also answers with the rival's
+//! transitions, which the actor sends to the opponent's run.
+//!
 //! **A pause cuts the episode.** An emulator that runs on while the bot does not decide
 //! (Dolphin, while the actor waits on a busy manager, a slow model swap or a stalled
 //! machine) plays frames on a stale pad. A step during which [`CUT_AFTER_FRAMES`] or
@@ -14,8 +18,11 @@
 //! state the bot decided on. The simulator holds still while nobody steps it, so it is
 //! never cut.
 
+use crate::duel::{Opponent, SeatMove, Seats};
 use crate::live::{LiveDecision, LiveTap, Pacer};
 use shine_agent::env::Step;
+use shine_agent::model::QNet;
+use shine_agent::policy::EpsilonGreedy;
 use shine_agent::{ActionSet, Env, Observation, Task};
 use shine_bridge::{Emulator, MatchSetup};
 use std::sync::{mpsc, Arc};
@@ -28,10 +35,21 @@ pub struct Game {
     pub actions: ActionSet,
 }
 
+/// A model seated on the other side for one episode (self-play), exploring at
+/// `epsilon`; its transitions come back with each step.
+#[derive(Clone)]
+pub struct Rival {
+    pub net: Arc<QNet>,
+    pub version: u64,
+    pub epsilon: f64,
+}
+
 pub enum Cmd {
     Reset {
         cpu_level: u8,
         seed: u64,
+        /// `None`: the scripted CPU plays the other side.
+        rival: Option<Rival>,
     },
     /// Play an action; with a decision (env 0, watched): paced to real time and recorded.
     Step(usize, Option<LiveDecision>),
@@ -46,6 +64,8 @@ pub enum Reply {
     Stepped {
         step: Step,
         skipped_total: u64,
+        /// What the rival played meanwhile (self-play; empty otherwise).
+        rival: Vec<SeatMove>,
     },
     /// The step ran across a pause (`skipped` frames without a decision): its outcome
     /// is not the bot's, and the episode ends before it.
@@ -59,8 +79,11 @@ pub enum Reply {
     Fatal(String),
 }
 
+/// Seed offset of a rival's random stream (its exploration).
+const RIVAL_STREAM: u64 = 0x5e1f_91a7;
+
 /// Run one environment: do what the actor says, answer with what happened.
-pub fn env_thread<E: Emulator>(
+pub fn env_thread<E: Emulator + Seats>(
     idx: usize,
     make: &dyn Fn(usize) -> anyhow::Result<E>,
     game: Game,
@@ -80,7 +103,16 @@ pub fn env_thread<E: Emulator>(
     // The loop ends when the actor drops its sender (shutdown).
     for cmd in cmds {
         let reply = match cmd {
-            Cmd::Reset { cpu_level, seed } => env.reset(cpu_level, seed).map(Reply::Ready),
+            Cmd::Reset { cpu_level, seed, rival } => {
+                let opponent = match rival {
+                    None => Opponent::Cpu,
+                    Some(r) => Opponent::Policy { policy: Box::new(EpsilonGreedy::new(r.net, r.epsilon)), actions: game.actions, model_version: r.version },
+                };
+                match env.emulator_mut().seat_opponent(opponent, seed ^ RIVAL_STREAM, true) {
+                    Ok(()) => env.reset(cpu_level, seed).map(Reply::Ready),
+                    Err(e) => Ok(Reply::Failed(e)),
+                }
+            }
             Cmd::Step(a, decision) => {
                 let skipped_before = env.emulator().skipped_frames();
                 let mut paced = false;
@@ -105,7 +137,8 @@ pub fn env_thread<E: Emulator>(
                 // purpose; a free-running emulator runs on meanwhile, which is the
                 // watcher's doing, not a pause of the worker's.
                 let cut = skipped >= CUT_AFTER_FRAMES && !paced;
-                stepped.map(|step| if cut { Reply::Cut { skipped, skipped_total } } else { Reply::Stepped { step, skipped_total } })
+                let rival = env.emulator_mut().take_moves();
+                stepped.map(|step| if cut { Reply::Cut { skipped, skipped_total } } else { Reply::Stepped { step, skipped_total, rival } })
             }
         };
         let reply = reply.unwrap_or_else(|e| Reply::Failed(e.to_string()));

@@ -28,6 +28,8 @@
 //! - [`versus`]: `play --human-port`: a person against the bot in Dolphin.
 //! - [`duel`]: the simulator with the bot on either side and a policy or the CPU on
 //!   the other.
+//! - [`selfplay`]: self-play's opponents: the opponent run's models, and each
+//!   episode's draw among them and the CPU.
 //! - [`doctor`]: `doctor`: checks a Dolphin setup and says what to fix.
 
 #![deny(unsafe_code)]
@@ -44,6 +46,7 @@ pub mod live;
 pub mod nstep;
 pub mod play;
 pub mod run;
+pub mod selfplay;
 pub mod settings;
 pub mod shared;
 pub mod spool;

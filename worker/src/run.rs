@@ -19,7 +19,9 @@
 //! left of the gameplay stays on disk for the next start. A second signal exits at
 //! once.
 
-use crate::actor::{self, ActorConfig, ActorIo};
+use crate::actor::{self, ActorConfig, ActorIo, RivalIo};
+use crate::batcher::RawBatch;
+use crate::selfplay;
 use crate::backend::{Backend, DolphinSetup};
 use crate::client::{Client, ModelFetch};
 use crate::control::{self, retrying};
@@ -41,6 +43,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
+use tokio::task::JoinHandle;
 use tokio_util::task::TaskTracker;
 
 /// Longest a shutdown waits for the manager to take the spooled batches.
@@ -80,10 +83,24 @@ pub struct RunStats {
     pub incomplete_decisions: u64,
     pub model_version: u64,
     pub model_swaps: u64,
+    /// Self-play: the opponent's transitions played here, accepted by its run, and
+    /// still on disk for it (all 0 without self-play).
+    #[serde(default)]
+    pub opponent_transitions_generated: u64,
+    #[serde(default)]
+    pub opponent_transitions_uploaded: u64,
+    #[serde(default)]
+    pub opponent_spooled_transitions: u64,
 }
 
-fn run_stats(identity: &Identity, c: &ActorCounters, u: &UploadStats) -> RunStats {
+fn run_stats(identity: &Identity, c: &ActorCounters, u: &UploadStats, opponent: Option<&Session>) -> RunStats {
+    let (og, ou, os) = opponent.map_or((0, 0, 0), |o| {
+        (o.counters.transitions.load(Relaxed), o.uploads.transitions_uploaded.load(Relaxed), o.uploads.spooled_transitions.load(Relaxed))
+    });
     RunStats {
+        opponent_transitions_generated: og,
+        opponent_transitions_uploaded: ou,
+        opponent_spooled_transitions: os,
         worker_id: identity.worker_id(),
         frames: c.frames.load(Relaxed),
         episodes: c.episodes.load(Relaxed),
@@ -148,12 +165,54 @@ pub fn spool_dir_for(spool_dir: &std::path::Path, run: &str) -> anyhow::Result<s
     Ok(if run.is_empty() || run == "default" { spool_dir.to_path_buf() } else { spool_dir.join("runs").join(run) })
 }
 
+/// Where the gameplay of one run goes: its session, its spool, and the signal that
+/// wakes the spool's drainer.
+struct Destination {
+    session: Session,
+    spool: Arc<Mutex<Spool>>,
+    wake: Arc<Notify>,
+}
+
+impl Destination {
+    async fn open(session: Session, dir: std::path::PathBuf, limits: crate::spool::SpoolLimits) -> anyhow::Result<Destination> {
+        let spool = tokio::task::spawn_blocking(move || Spool::open(&dir, limits)).await??;
+        let uploads = &session.uploads;
+        uploads.spooled_batches.store(spool.len() as u64, Relaxed);
+        uploads.spooled_transitions.store(spool.transitions(), Relaxed);
+        if !spool.is_empty() {
+            tracing::info!(batches = spool.len(), transitions = spool.transitions(), dir = %spool.dir().display(), "found gameplay spooled by an earlier run; sending it first");
+        }
+        Ok(Destination { session, spool: Arc::new(Mutex::new(spool)), wake: Arc::new(Notify::new()) })
+    }
+
+    /// The spooler (batches from `rx` onto disk) and the drainer (disk to the manager),
+    /// tracked by `delivery`; both return results (a refused token stops the worker).
+    fn spawn(&self, delivery: &TaskTracker, rx: tokio::sync::mpsc::Receiver<RawBatch>) -> (JoinHandle<anyhow::Result<()>>, JoinHandle<anyhow::Result<()>>) {
+        let s = &self.session;
+        let spooler = delivery.spawn(uploader::spool_batches(rx, s.clone(), self.spool.clone(), self.wake.clone()));
+        let drainer = delivery.spawn(uploader::drain(s.clone(), self.spool.clone(), self.wake.clone(), s.cancel.clone(), DrainMode::Forever));
+        (spooler, drainer)
+    }
+
+    /// Send what is spooled for as long as the manager takes it (the caller bounds it).
+    async fn flush(&self) {
+        let _ = uploader::drain(self.session.clone(), self.spool.clone(), self.wake.clone(), CancellationToken::new(), DrainMode::Flush).await;
+    }
+}
+
+/// Where a self-play worker spools the opponent's side for `run`:
+/// `spool_dir/opponents/<run>`, apart from the spool of any worker playing for `run`.
+pub fn opponent_spool_dir(spool_dir: &std::path::Path, run: &str) -> anyhow::Result<std::path::PathBuf> {
+    spool_dir_for(spool_dir, run)?;
+    Ok(spool_dir.join("opponents").join(run))
+}
+
 /// Play for the manager until `cancel` fires (or a fatal error). `make(cfg, i)`
 /// builds environment i's emulator for the game the registration asks for; `run`
 /// passes the simulator or Dolphin, tests may pass any [`Emulator`].
 pub async fn run_with<E, F>(settings: Settings, cancel: CancellationToken, make: F) -> anyhow::Result<RunStats>
 where
-    E: Emulator,
+    E: Emulator + crate::duel::Seats,
     F: Fn(&ActorConfig, usize) -> anyhow::Result<E> + Send + Sync + 'static,
 {
     let client = Client::new(&settings.manager, &settings.token)?.with_run(settings.run.as_deref());
@@ -173,24 +232,33 @@ where
     };
     tracing::info!(manager = %client.base(), run = settings.run.as_deref().unwrap_or("(assigned by the manager)"), envs = %settings.envs, seed = settings.seed, "registering");
     let Some(reg) = retrying("registering with the manager", &cancel, || client.register(&request)).await? else {
-        return Ok(run_stats(&Identity::new(0), &counters, &uploads));
+        return Ok(run_stats(&Identity::new(0), &counters, &uploads, None));
     };
     let cfg = actor_config(&reg, &settings)?;
-    tracing::info!(worker_id = reg.worker_id, run = %reg.run, epsilon = reg.epsilon, n_step = reg.n_step, task = %reg.task, "registered");
+    tracing::info!(worker_id = reg.worker_id, run = %reg.run, epsilon = reg.epsilon, n_step = reg.n_step, task = %reg.task, side = %reg.side, "registered");
     // From here on every request is for that run, re-registrations included.
     let client = client.with_run(Some(&reg.run));
-    // Each run's gameplay is spooled apart: what was played for one run is never sent to another.
-    let (dir, limits) = (spool_dir_for(&settings.spool_dir, &reg.run)?, settings.spool_limits);
-    let spool = tokio::task::spawn_blocking(move || Spool::open(&dir, limits)).await??;
-    uploads.spooled_batches.store(spool.len() as u64, Relaxed);
-    uploads.spooled_transitions.store(spool.transitions(), Relaxed);
-    if !spool.is_empty() {
-        tracing::info!(batches = spool.len(), transitions = spool.transitions(), dir = %spool.dir().display(), "found gameplay spooled by an earlier run; sending it first");
-    }
-    let spool = Arc::new(Mutex::new(spool));
     counters.set_epsilon(reg.epsilon);
     let session = Session { client, identity: Arc::new(Identity::new(reg.worker_id)), counters, uploads, cancel };
-    let stats = || run_stats(&session.identity, &session.counters, &session.uploads);
+    // Each run's gameplay is spooled apart: what was played for one run is never sent to another.
+    let limits = settings.spool_limits;
+    let own = Destination::open(session.clone(), spool_dir_for(&settings.spool_dir, &reg.run)?, limits).await?;
+    // Self-play: the opponent's side of each match goes to the opponent run, through a
+    // spool of its own (apart from that run's own workers' spool on this machine).
+    let opponent = match &reg.selfplay {
+        None => None,
+        Some(sp) => {
+            tracing::info!(opponent_run = %sp.opponent_run, cpu_share = sp.cpu_share, latest_share = sp.latest_share, "self-play");
+            let s = Session {
+                client: session.client.clone().with_run(Some(&sp.opponent_run)),
+                counters: Arc::new(ActorCounters::default()),
+                uploads: Arc::new(UploadStats::default()),
+                ..session.clone()
+            };
+            Some(Destination::open(s, opponent_spool_dir(&settings.spool_dir, &sp.opponent_run)?, limits).await?)
+        }
+    };
+    let stats = || run_stats(&session.identity, &session.counters, &session.uploads, opponent.as_ref().map(|o| &o.session));
 
     // The first model: the manager publishes one before training starts.
     let poll_every = Duration::from_secs_f64(reg.model_poll_secs.max(0.1));
@@ -221,7 +289,6 @@ where
     let (episode_tx, episode_rx) = tokio::sync::mpsc::channel(10_000);
     let (model_tx, model_rx) = tokio::sync::mpsc::channel(2);
     let (spare_tx, spare_rx) = tokio::sync::mpsc::channel(2);
-    let wake = Arc::new(Notify::new());
     let tap = Arc::new(LiveTap::default());
 
     // Every task is tracked and joined, in two groups that end at different moments.
@@ -231,8 +298,17 @@ where
     // their handles after the actor; the reporter posts the actor's last episodes, for
     // at most REPORT_SECS after the flush; `delivery` is joined last.
     let delivery = TaskTracker::new();
-    let spooler = delivery.spawn(uploader::spool_batches(batch_rx, session.clone(), spool.clone(), wake.clone()));
-    let mut drainer = delivery.spawn(uploader::drain(session.clone(), spool.clone(), wake.clone(), session.cancel.clone(), DrainMode::Forever));
+    let (spooler, mut drainer) = own.spawn(&delivery, batch_rx);
+    let (rival_io, mut opponent_tasks) = match &opponent {
+        None => (None, None),
+        Some(o) => {
+            let (tx, rx) = tokio::sync::mpsc::channel(HANDOVER_BATCHES);
+            let (pool_tx, pool) = tokio::sync::watch::channel(Arc::new(selfplay::Pool::default()));
+            let wanted = selfplay::Wanted { side: cfg.side.other(), actions: cfg.actions };
+            delivery.spawn(selfplay::poll_pool(o.session.client.clone(), wanted, poll_every, pool_tx, session.cancel.clone()));
+            (Some(RivalIo { pool, batches: tx, counters: o.session.counters.clone() }), Some(o.spawn(&delivery, rx)))
+        }
+    };
     let reports_stop = CancellationToken::new();
     let every = Duration::from_secs_f64(reg.heartbeat_secs.max(0.1));
     delivery.spawn(control::report_episodes(session.clone(), episode_rx, every, reports_stop.clone()));
@@ -247,23 +323,30 @@ where
     let actor = {
         let (counters, cancel) = (session.counters.clone(), session.cancel.clone());
         let game = cfg.clone();
-        let io = ActorIo { batches: batch_tx, episodes: episode_tx, models: model_rx, live: Some(tap), spares: Some(spare_tx) };
+        let io = ActorIo { batches: batch_tx, episodes: episode_tx, models: model_rx, live: Some(tap), spares: Some(spare_tx), rival: rival_io };
         let handle =
             std::thread::Builder::new().name("actor".into()).spawn(move || actor::run_actor(cfg, move |i| make(&game, i), model, io, counters, cancel))?;
         tokio::task::spawn_blocking(move || handle.join().unwrap_or_else(|_| Err(anyhow::anyhow!("the actor thread panicked"))))
     };
 
-    // Run until shutdown, or until the uploader must stop us (a refused token).
-    let drained = tokio::select! {
-        _ = session.cancel.cancelled() => None,
-        r = &mut drainer => Some(r),
+    // Run until shutdown, or until an uploader must stop us (a refused token).
+    let opponent_drained = async {
+        match opponent_tasks.as_mut() {
+            Some((_, drainer)) => drainer.await,
+            None => std::future::pending().await,
+        }
+    };
+    let (drained, opponent_drained) = tokio::select! {
+        _ = session.cancel.cancelled() => (None, None),
+        r = &mut drainer => (Some(r), None),
+        r = opponent_drained => (None, Some(r)),
     };
     session.cancel.cancel();
     let mut fatal = None;
     if let Err(e) = actor.await.context("the actor task panicked")? {
         fatal = Some(e);
     }
-    // The actor dropped its senders: the spooler ends once everything is on disk.
+    // The actor dropped its senders: the spoolers end once everything is on disk.
     spooler.await.context("the spool task panicked")??;
     let drained = match drained {
         Some(r) => r,
@@ -273,9 +356,25 @@ where
         // A refused token is the reason to stop; the actor's error is its consequence.
         fatal = Some(e);
     }
+    if let Some((spooler, drainer)) = opponent_tasks {
+        spooler.await.context("the opponent's spool task panicked")??;
+        let drained = match opponent_drained {
+            Some(r) => r,
+            None => drainer.await,
+        };
+        if let Err(e) = drained.context("the opponent's upload task panicked").and_then(|r| r) {
+            fatal = Some(e.context("uploading the opponent's side to its run"));
+        }
+    }
     control.wait().await;
     if fatal.is_none() {
-        let flush = uploader::drain(session.clone(), spool.clone(), wake.clone(), CancellationToken::new(), DrainMode::Flush);
+        // One deadline for both: a shutdown must not take twice as long in self-play.
+        let flush = async {
+            own.flush().await;
+            if let Some(o) = &opponent {
+                o.flush().await;
+            }
+        };
         if tokio::time::timeout(Duration::from_secs(FLUSH_SECS), flush).await.is_err() {
             tracing::warn!("the manager did not take everything within {FLUSH_SECS} s; the rest stays spooled for the next start");
         }
@@ -317,6 +416,16 @@ fn actor_config(reg: &Registration, settings: &Settings) -> anyhow::Result<Actor
     if side != Side::Fox && settings.backend == Backend::Dolphin {
         bail!("run {:?} plays {side}; a Dolphin worker plays Fox only (so far): run this worker with --backend sim, or join a Fox run (--run)", reg.run);
     }
+    if let Some(sp) = &reg.selfplay {
+        if settings.backend != Backend::Sim {
+            bail!("run {:?} learns by self-play against run {:?}, which runs on the simulator only (so far): run this worker with --backend sim", reg.run, sp.opponent_run);
+        }
+        for (name, v) in [("cpu_share", sp.cpu_share), ("latest_share", sp.latest_share)] {
+            if !(0.0..=1.0).contains(&v) {
+                bail!("the manager's self-play {name} = {v} is not a share in [0, 1]");
+            }
+        }
+    }
     Ok(ActorConfig {
         task,
         actions,
@@ -336,6 +445,7 @@ fn actor_config(reg: &Registration, settings: &Settings) -> anyhow::Result<Actor
         batch_cap: uploader::batch_cap(reg.upload_every_transitions as usize, reg.max_upload_bytes, reg.ingest_queue_transitions),
         seed: settings.seed,
         auto: (settings.envs == Envs::Auto).then(TunerConfig::for_machine),
+        selfplay: reg.selfplay.clone(),
     })
 }
 

@@ -166,3 +166,64 @@ fn a_pause_cuts_the_episode_at_the_last_decision_and_no_transition_spans_it() {
     assert!(p.reports.iter().all(|r| !r.survived && r.frames <= 50 + 1), "{:?}", p.reports);
     assert!(p.counters.incomplete.load(Relaxed) >= cut, "each cut drops at least the decision across the pause");
 }
+
+/// A fight model's file for `side` (random weights from `seed`).
+fn fight_model(side: shine_agent::Side, version: u64, seed: u64) -> QNet {
+    use rand::SeedableRng;
+    use shine_agent::model::{random_weights, save, ModelMeta};
+    use shine_agent::ActionSet;
+    let mut meta = ModelMeta::new("fight", ActionSet::Fight.len()).with_side(side);
+    meta.model_version = version;
+    QNet::load(&save(&meta, &random_weights(&meta, &mut rand_chacha::ChaCha8Rng::seed_from_u64(seed))).unwrap()).unwrap()
+}
+
+#[test]
+fn self_play_hands_over_each_sides_transitions_with_its_own_rewards() {
+    use shine_agent::{ActionSet, Side, Task};
+    use shine_worker::duel::Duel;
+    use shine_worker::selfplay::Pool;
+    let cfg = ActorConfig {
+        task: Task::Fight,
+        actions: ActionSet::Fight,
+        side: Side::Fox,
+        setup: Side::Fox.view(MatchSetup::default()),
+        envs: 1,
+        batch_transitions: 200,
+        batch_secs: 3600.0,
+        // Every training episode against the rival: one environment, one sequence.
+        selfplay: Some(shine_agent::protocol::SelfPlay { opponent_run: "marth".into(), cpu_share: 0.0, latest_share: 1.0 }),
+        ..actor_config(1, 11)
+    };
+    let (view, task) = (cfg.setup, cfg.task);
+    let pool = Pool::of(vec![(3, Arc::new(fight_model(Side::Marth, 3, 5)))]);
+    let make = move |i: usize| Ok(Duel::new(Side::Fox, view, task, 100 + i as u64));
+    let (actor, mut rival) = Harness::start_selfplay(cfg, make, Model { net: fight_model(Side::Fox, 1, 4), version: 1 }, 0.2, 1 << 12, pool);
+    let started = std::time::Instant::now();
+    while actor.counters.episodes.load(Relaxed) < 3 {
+        assert!(started.elapsed().as_secs() < 120, "three episodes never ended");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let left = actor.stop();
+    let rows = |bs: &[RawBatch]| -> Vec<[f32; TRANSITION_FLOATS]> {
+        bs.iter().flat_map(|b| b.data.chunks_exact(TRANSITION_FLOATS).map(|c| <[f32; TRANSITION_FLOATS]>::try_from(c).unwrap())).collect()
+    };
+    let theirs_batches: Vec<RawBatch> = std::iter::from_fn(|| rival.try_recv().ok()).collect();
+    let (ours, theirs) = (rows(&left.batches), rows(&theirs_batches));
+    assert!(theirs_batches.iter().all(|b| b.model_version == 3 && b.n_step == 1), "the rival's batches name its model");
+    assert!(left.batches.iter().all(|b| b.model_version == 1));
+    // Every fight macro-action lasts 4 frames on both sides, so with one-step returns the
+    // k-th transition of each side covers the same frames: the states are each other's
+    // with the roles swapped, and the fight is zero-sum.
+    let n = ours.len().min(theirs.len());
+    assert!(n > 500, "both sides played three matches ({} and {} transitions)", ours.len(), theirs.len());
+    let swap = |s: &[f32]| -> Vec<f32> { s[13..26].iter().chain(&s[..13]).copied().collect() };
+    let mut nonzero = 0;
+    for (k, (a, b)) in ours[..n].iter().zip(&theirs[..n]).enumerate() {
+        assert_eq!(swap(&a[col::STATE..col::STATE + 26]), b[col::STATE..col::STATE + 26].to_vec(), "state of transition {k}");
+        assert_eq!(swap(&a[col::NEXT_STATE..col::NEXT_STATE + 26]), b[col::NEXT_STATE..col::NEXT_STATE + 26].to_vec(), "next state of transition {k}");
+        assert!((a[col::REWARD] + b[col::REWARD]).abs() < 1e-5, "transition {k}: rewards {} and {}", a[col::REWARD], b[col::REWARD]);
+        assert_eq!(a[col::TERMINAL], b[col::TERMINAL], "transition {k}");
+        nonzero += (a[col::REWARD] != 0.0) as usize;
+    }
+    assert!(nonzero > 10, "the rewards are not all zero ({nonzero})");
+}

@@ -33,6 +33,9 @@ impl Drop for Slow {
     }
 }
 
+/// No seat for a policy on the other side (self-play is the simulator's).
+impl shine_worker::duel::Seats for Slow {}
+
 impl Emulator for Slow {
     type Error = std::convert::Infallible;
     fn reset(&mut self, setup: MatchSetup, seed: u64) -> Result<(), Self::Error> {

@@ -15,7 +15,7 @@ use axum::http::StatusCode;
 use axum::routing::post;
 use axum::{Json, Router};
 use serde::Deserialize;
-use shine_agent::protocol::{EpisodesReply, EpisodesRequest, Heartbeat, HeartbeatReply, RegisterRequest, Registration, MAX_EPISODES};
+use shine_agent::protocol::{EpisodesReply, EpisodesRequest, Heartbeat, HeartbeatReply, RegisterRequest, Registration, SelfPlay, MAX_EPISODES};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -81,6 +81,11 @@ async fn register(
             eval_share: g.eval_share,
             cpu_level: g.cpu_level,
             cpu_level_top_share: g.cpu_level_top_share,
+            selfplay: (!g.opponent_run.is_empty()).then(|| SelfPlay {
+                opponent_run: g.opponent_run.clone(),
+                cpu_share: g.opponent_cpu_share,
+                latest_share: g.opponent_latest_share,
+            }),
         }),
     ))
 }

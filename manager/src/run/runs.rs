@@ -84,11 +84,14 @@ impl Runs {
     /// Create a run from a `[[runs]]` entry (`POST /runs`). Checked before anything is
     /// written: a bad entry changes nothing. Blocking.
     pub fn create(&self, spec: RunSpec, config: &Config, device: &Device, history: &History) -> Result<Arc<Run>, RunError> {
-        spec.resolve(config).map_err(|e| RunError::Invalid(format!("{e:#}")))?;
+        let settings = spec.resolve(config).map_err(|e| RunError::Invalid(format!("{e:#}")))?;
         let _changing = self.changes.lock().expect("run changes lock");
         if self.by_name.read().expect("runs lock").contains_key(&spec.name) {
             return Err(RunError::Exists(spec.name));
         }
+        let mut runs: Vec<_> = self.all().iter().map(|r| r.settings().clone()).collect();
+        runs.push(settings.clone());
+        crate::config::check_opponent(&settings, &runs).map_err(|e| RunError::Invalid(format!("{e:#}")))?;
         // What fails here is the data under the run's directory (a checkpoint of another
         // action set, say): the request's to fix, not the manager's.
         let run = Arc::new(Run::open(spec, Source::Api, config, device, history).map_err(|e| RunError::Invalid(format!("{e:#}")))?);

@@ -11,7 +11,9 @@
 use shine_agent::model::QNet;
 use shine_agent::protocol::EpisodeReport;
 use shine_bridge::Emulator;
-use shine_worker::actor::{run_actor, ActorConfig, ActorIo, Model};
+use shine_worker::actor::{run_actor, ActorConfig, ActorIo, Model, RivalIo};
+use shine_worker::duel::Seats;
+use shine_worker::selfplay::Pool;
 use shine_worker::batcher::RawBatch;
 use shine_worker::shared::ActorCounters;
 use std::sync::Arc;
@@ -56,7 +58,29 @@ impl Harness {
     /// and `epsilon` as its exploration rate.
     pub fn start<E, F>(cfg: ActorConfig, make: F, model: Model, epsilon: f64, output: Output) -> Harness
     where
-        E: Emulator,
+        E: Emulator + Seats,
+        F: Fn(usize) -> anyhow::Result<E> + Send + Sync + 'static,
+    {
+        Self::start_with(cfg, make, model, epsilon, output, None)
+    }
+
+    /// [`Harness::start`] for self-play: rivals from `pool`; their transitions arrive on
+    /// the returned channel (room for `batches`, as [`Output::Kept`]).
+    pub fn start_selfplay<E, F>(cfg: ActorConfig, make: F, model: Model, epsilon: f64, batches: usize, pool: Pool) -> (Harness, Receiver<RawBatch>)
+    where
+        E: Emulator + Seats,
+        F: Fn(usize) -> anyhow::Result<E> + Send + Sync + 'static,
+    {
+        let (tx, rx) = tokio::sync::mpsc::channel(batches);
+        // The sender may drop at once: the actor keeps its receiver's last value.
+        let (_, pool) = tokio::sync::watch::channel(std::sync::Arc::new(pool));
+        let rival = RivalIo { pool, batches: tx, counters: Arc::new(ActorCounters::default()) };
+        (Self::start_with(cfg, make, model, epsilon, Output::Kept { batches }, Some(rival)), rx)
+    }
+
+    fn start_with<E, F>(cfg: ActorConfig, make: F, model: Model, epsilon: f64, output: Output, rival: Option<RivalIo>) -> Harness
+    where
+        E: Emulator + Seats,
         F: Fn(usize) -> anyhow::Result<E> + Send + Sync + 'static,
     {
         let capacity = match output {
@@ -73,7 +97,7 @@ impl Harness {
         let cancel = CancellationToken::new();
         let actor = {
             let (counters, cancel) = (counters.clone(), cancel.clone());
-            let io = ActorIo { batches: batch_tx, episodes: episode_tx, models: model_rx, live: None, spares: Some(spare_tx) };
+            let io = ActorIo { batches: batch_tx, episodes: episode_tx, models: model_rx, live: None, spares: Some(spare_tx), rival };
             std::thread::spawn(move || run_actor(cfg, make, model, io, counters, cancel))
         };
         let (batches, episodes, sinks) = match output {

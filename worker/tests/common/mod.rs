@@ -72,6 +72,9 @@ impl Scripted {
     }
 }
 
+/// No seat for a policy on the other side (self-play is the simulator's).
+impl shine_worker::duel::Seats for Scripted {}
+
 impl Emulator for Scripted {
     type Error = std::convert::Infallible;
 
@@ -133,5 +136,6 @@ pub fn actor_config(envs: usize, seed: u64) -> ActorConfig {
         batch_cap: 0,
         seed,
         auto: None,
+        selfplay: None,
     }
 }

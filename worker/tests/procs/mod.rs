@@ -166,14 +166,26 @@ pub fn http_get(port: u16, path: &str) -> Option<String> {
 /// `method path` without a body, with the token; the whole response (status line,
 /// headers, body).
 pub fn http(port: u16, method: &str, path: &str) -> Option<String> {
+    // A model download is binary: its body comes back lossily here (see `get_body`).
+    let out = String::from_utf8_lossy(&http_bytes(port, method, path)?).into_owned();
+    out.starts_with("HTTP/1.").then_some(out)
+}
+
+/// [`http`]'s whole response as bytes.
+fn http_bytes(port: u16, method: &str, path: &str) -> Option<Vec<u8>> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
     write!(s, "{method} {path} HTTP/1.0\r\nHost: localhost\r\nAuthorization: Bearer {TOKEN}\r\nContent-Length: 0\r\n\r\n").ok()?;
-    // Bytes, not a String: a model download is binary (its body comes back lossily).
     let mut out = Vec::new();
     s.read_to_end(&mut out).ok()?;
-    let out = String::from_utf8_lossy(&out).into_owned();
-    out.starts_with("HTTP/1.").then_some(out)
+    Some(out)
+}
+
+/// The body of a GET answered 200, byte for byte (a model file).
+pub fn get_body(port: u16, path: &str) -> Option<Vec<u8>> {
+    let out = http_bytes(port, "GET", path)?;
+    let end = out.windows(4).position(|w| w == b"\r\n\r\n")?;
+    out.starts_with(b"HTTP/1.0 200").then(|| out[end + 4..].to_vec()).or_else(|| out.starts_with(b"HTTP/1.1 200").then(|| out[end + 4..].to_vec()))
 }
 
 /// The JSON body of a GET.
