@@ -101,6 +101,11 @@ update_size = 100
 [dqn]
 batch_size = 32
 
+[league]
+# A third of the workers' time on league matches: the fight run's models get rated in
+# seconds.
+share = 0.3
+
 [[runs]]
 name = "default"
 

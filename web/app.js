@@ -5,6 +5,7 @@
 //   GET {prefix}/stats?since=T       every interval_secs: charts, header figures, workers table
 //   GET {prefix}/models              every 5 s: the bots table
 //   GET /api/v1/history/{run}?since  every 5 s, with two runs or more: the compare charts
+//   GET /api/v1/league               every 5 s: the league table and head-to-head matrix
 //   WS  /api/v1/live/{worker}        while a worker is picked: its live match (live.js)
 // {prefix} is the picked run's (GET /api/v1/runs says where each run's routes are:
 // /api/v1 for the run named default, /api/v1/runs/{run} for the others); the page
@@ -17,6 +18,7 @@
 //   charts.js   the progress and compare charts (axis steps, gaps at restarts)
 //   runs.js     the run picker; the runs' settings flattened and compared
 //   tables.js   the runs, settings, workers and trained bots tables
+//   league.js   the league's table and head-to-head matrix
 //   live.js     the live match's WebSocket and playback
 //   stage.js    the stage, the fighters and their panels
 //   state.js    what the page shows, shared; dom.js: DOM helpers
@@ -25,6 +27,7 @@ import { API, PARAMS, getJSON, relativePrefix } from "./api.js";
 import { COMPARE_POINTS, appendSamples, buildCharts, drawCharts, drawCompare, thinHalf } from "./charts.js";
 import { $ } from "./dom.js";
 import { clock, fmtInt, fmtNum } from "./formats.js";
+import { renderLeague } from "./league.js";
 import { drawLive, live, tick, watch } from "./live.js";
 import { initialRun, renderRunPicker } from "./runs.js";
 import { compare, state } from "./state.js";
@@ -89,6 +92,14 @@ async function pollModels() {
     }
   } catch (e) { /* the stats poll reports connection trouble */ }
   again("models", pollModels, 5000, gen);
+}
+
+// The league is the manager's, not a run's: one poll whatever run is shown.
+async function pollLeague() {
+  try {
+    renderLeague(await getJSON(API + "/league"));
+  } catch (e) { /* the stats poll reports connection trouble */ }
+  setTimeout(pollLeague, 5000);
 }
 
 // ---------------------------------------------------------------- runs
@@ -193,5 +204,6 @@ drawLive();
 // The runs first: they say which run to show and where its routes are (a manager whose
 // [[runs]] name no `default` has no /api/v1/stats); picking one starts its polls.
 pollRuns();
+pollLeague();
 requestAnimationFrame(tick);
 window.addEventListener("resize", () => { drawCharts(); drawCompare(); drawLive(); });

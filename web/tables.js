@@ -7,6 +7,7 @@ import { withToken } from "./api.js";
 import { runColor } from "./charts.js";
 import { fmtAgo, fmtBytes, fmtEpsilon, fmtInt, fmtNum, fmtPct, fmtSetting } from "./formats.js";
 import { flatSettings, differing, runStatus, settingKey, settingsHint, settingsShown } from "./runs.js";
+import { ratingCell } from "./league.js";
 import { state } from "./state.js";
 
 // ---------------------------------------------------------------- pure
@@ -227,6 +228,7 @@ export function renderModels() {
     tr.append(v, el("td", "num", fmtInt(m.train_step)),
       el("td", "num", survivalCell(m.eval_survival)),
       el("td", "num", fmtInt(m.eval_episodes)),
+      el("td", "num", ratingCell(m.league_rating, m.league_deviation, m.league_matches)),
       el("td", null, new Date(m.created_unix * 1000).toLocaleString() + " (" + fmtAgo(Date.now() / 1000 - m.created_unix) + ")"),
       el("td", "num", fmtBytes(m.bytes)));
     const dl = el("td");

@@ -73,6 +73,10 @@ pub struct Registration {
     /// null: the scripted CPU always).
     #[serde(default)]
     pub selfplay: Option<SelfPlay>,
+    /// Share of the worker's time for league matches (`POST /api/v1/league/matches`);
+    /// 0 (or absent): none.
+    #[serde(default)]
+    pub league_share: f64,
 }
 
 /// A self-play run's opponents (`[game] opponent_run` and its shares).
@@ -85,6 +89,46 @@ pub struct SelfPlay {
     /// Of the others, the share against the opponent run's newest model (the rest: one
     /// of its older kept models, uniformly).
     pub latest_share: f64,
+}
+
+/// `POST /api/v1/league/matches` answer: a league match to play greedily on the
+/// simulator, `a` (a model, on its side) against `b`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LeagueMatch {
+    pub match_id: u64,
+    pub seed: u64,
+    pub a: LeaguePlayer,
+    pub b: LeaguePlayer,
+}
+
+/// One side of a league match: a run's model (its file at `url`, a path on the
+/// manager), or the scripted CPU at a level.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum LeaguePlayer {
+    Model { run: String, version: u64, side: String, url: String },
+    Cpu { cpu: u8 },
+}
+
+/// A league match's result from `a`'s side (`POST /api/v1/league/results`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeagueResult {
+    pub match_id: u64,
+    pub outcome: LeagueOutcome,
+    pub stocks_taken: u32,
+    pub stocks_lost: u32,
+    /// Percent, summed over the opponent's stocks.
+    pub damage_dealt: f64,
+    pub damage_taken: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LeagueOutcome {
+    Win,
+    Draw,
+    Loss,
 }
 
 /// The side of a registration that does not name one.

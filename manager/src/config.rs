@@ -12,6 +12,7 @@
 //! `default` with the manager's sections, as before runs existed.
 
 use crate::history::HistoryConfig;
+use crate::league::LeagueConfig;
 use crate::registry::RegistryConfig;
 use crate::replay::ReplayConfig;
 use crate::trainer::TrainerConfig;
@@ -38,6 +39,7 @@ pub struct Config {
     pub dqn: DqnConfig,
     pub wal: WalConfig,
     pub history: HistoryConfig,
+    pub league: LeagueConfig,
     /// `[[runs]]`: the experiments this manager trains (none: one run, `default`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub runs: Vec<RunSpec>,
@@ -389,6 +391,7 @@ impl Config {
         self.dqn.validate()?;
         self.replay.validate()?;
         self.trainer.validate(&self.replay)?;
+        self.league.validate()?;
         self.runs()?;
         Ok(())
     }

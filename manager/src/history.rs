@@ -143,6 +143,11 @@ CREATE TABLE IF NOT EXISTS evals (
     survived INTEGER NOT NULL,
     PRIMARY KEY (run, version)
 );
+CREATE TABLE IF NOT EXISTS league_matches (
+    id INTEGER PRIMARY KEY,
+    t REAL NOT NULL,
+    match TEXT NOT NULL
+);
 ";
 
 fn connect(path: &Path) -> rusqlite::Result<Connection> {
@@ -271,6 +276,22 @@ impl History {
             })
         })
         .collect()
+    }
+
+    /// Store one league match now, in its own transaction (blocking): unlike the other
+    /// records, a league result is answered only once it is kept.
+    pub fn record_match(&self, m: &crate::league::Recorded) -> anyhow::Result<()> {
+        let c = connect(&self.path)?;
+        c.execute("INSERT INTO league_matches (t, match) VALUES (?1, ?2)", params![m.t, serde_json::to_string(m)?])?;
+        Ok(())
+    }
+
+    /// Every stored league match, in the order they were stored.
+    pub fn league_matches(&self) -> anyhow::Result<Vec<crate::league::Recorded>> {
+        let c = self.read()?;
+        let mut q = c.prepare("SELECT match FROM league_matches ORDER BY id")?;
+        let rows = q.query_map([], |r| r.get::<_, String>(0))?;
+        rows.map(|s| Ok(serde_json::from_str(&s?)?)).collect()
     }
 
     /// Whether the history knows `run`.

@@ -39,7 +39,8 @@
 //! [`config`] (the TOML file and the CLI), [`fleet`] (the worker registry and the
 //! epsilon ladder), [`views`] (the JSON the dashboard reads), [`stats`] (the
 //! dashboard's time series) and [`sampler`] (takes its samples), [`history`] (each
-//! run's series, episodes and evaluations in SQLite, across restarts), [`metrics`]
+//! run's series, episodes and evaluations in SQLite, across restarts), [`league`]
+//! (every kept model of every run rated from matches against each other), [`metrics`]
 //! (Prometheus, with the same words: accepted, inserted, sampled, trained), [`live`]
 //! (live matches fanned out to browsers), [`launch`] (`shine-manager launch-script`),
 //! [`priority`] (the device thread's scheduling priority: with [`cuda_graph`]'s FFI, the
@@ -66,6 +67,7 @@ pub mod config;
 pub mod error;
 pub mod fleet;
 pub mod history;
+pub mod league;
 pub mod launch;
 pub mod live;
 pub mod metrics;

@@ -14,10 +14,12 @@
 //! file's own metadata on start; `index.json` adds what a file cannot hold (evaluation
 //! results that arrive after publishing).
 //!
-//! Kept: the newest `keep_last` (the latest among them) and the best `keep_best` by
+//! Kept: the newest `keep_last` (the latest among them), the best `keep_best` by
 //! evaluation survival, ranked by the Wilson 95 % lower bound so that one lucky episode
-//! does not beat a hundred good ones. Every kept file is also held in memory (about
-//! 0.6 MB each), so downloads never touch the disk.
+//! does not beat a hundred good ones, and the best `keep_best_rated` by league rating
+//! (named by the league, [`Registry::keep_rated`]: ranked by the rating's 95 % lower
+//! bound likewise). Every kept file is also held in memory (about 0.6 MB each), so
+//! downloads never touch the disk.
 //!
 //! Concurrency: a std `RwLock`; the trainer thread publishes (rarely, and may block on
 //! the file system there), request handlers read (a clone of `Bytes` under the lock).
@@ -39,11 +41,14 @@ pub struct RegistryConfig {
     /// And the best this many by evaluation survival (Wilson 95 % lower bound, so one
     /// lucky episode does not beat a hundred good ones).
     pub keep_best: usize,
+    /// And the best this many by league rating (its 95 % lower bound), as the league
+    /// names them.
+    pub keep_best_rated: usize,
 }
 
 impl Default for RegistryConfig {
     fn default() -> Self {
-        RegistryConfig { keep_last: 5, keep_best: 3 }
+        RegistryConfig { keep_last: 5, keep_best: 3, keep_best_rated: 3 }
     }
 }
 
@@ -108,6 +113,8 @@ pub struct Registry {
     dir: PathBuf,
     cfg: RegistryConfig,
     models: RwLock<BTreeMap<u64, Kept>>,
+    /// The league's best rated, best first ([`Registry::keep_rated`]).
+    rated: RwLock<Vec<u64>>,
     highest: std::sync::atomic::AtomicU64,
 }
 
@@ -169,7 +176,7 @@ impl Registry {
         }
         // A file written just before a crash may not be in the index yet: both count.
         let highest = highest_in_index.max(models.keys().next_back().copied().unwrap_or(0)).max(known.keys().next_back().copied().unwrap_or(0));
-        Ok(Registry { dir, cfg, models: RwLock::new(models), highest: highest.into() })
+        Ok(Registry { dir, cfg, models: RwLock::new(models), rated: RwLock::new(Vec::new()), highest: highest.into() })
     }
 
     /// The highest version ever published here (0: none).
@@ -216,8 +223,15 @@ impl Registry {
         Ok(true)
     }
 
+    /// The league's best rated versions, best first: the first `keep_best_rated` of
+    /// them are kept from now on (the league calls it after each match).
+    pub fn keep_rated(&self, best_first: Vec<u64>) {
+        *self.rated.write().expect("registry lock") = best_first;
+    }
+
     fn prune(&self, models: &mut BTreeMap<u64, Kept>) {
         let mut keep: Vec<u64> = models.keys().rev().take(self.cfg.keep_last).copied().collect();
+        keep.extend(self.rated.read().expect("registry lock").iter().take(self.cfg.keep_best_rated));
         let mut scored: Vec<(f64, u64)> = models.values().filter_map(|k| k.entry.eval_score().map(|s| (s, k.entry.version))).collect();
         // Best score first; among equals the newer model.
         scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
@@ -281,7 +295,7 @@ mod tests {
     #[test]
     fn keeps_the_last_k_and_the_best_evaluated() {
         let dir = tempfile::tempdir().unwrap();
-        let r = Registry::open(dir.path(), RegistryConfig { keep_last: 2, keep_best: 1 }).unwrap();
+        let r = Registry::open(dir.path(), RegistryConfig { keep_last: 2, keep_best: 1, keep_best_rated: 0 }).unwrap();
         r.publish(Published { version: 1, train_step: 100, file: model(1) }).unwrap();
         r.publish(Published { version: 2, train_step: 200, file: model(2) }).unwrap();
         assert!(r.record_eval(2, 50, 45).unwrap());
@@ -297,9 +311,27 @@ mod tests {
     }
 
     #[test]
+    fn keeps_the_best_rated_the_league_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = Registry::open(dir.path(), RegistryConfig { keep_last: 1, keep_best: 0, keep_best_rated: 2 }).unwrap();
+        for v in 1..=3 {
+            r.publish(Published { version: v, train_step: v * 100, file: model(v) }).unwrap();
+        }
+        assert_eq!(r.list().iter().map(|e| e.version).collect::<Vec<_>>(), vec![3], "nothing rated yet: the last one");
+        r.publish(Published { version: 4, train_step: 400, file: model(4) }).unwrap();
+        r.keep_rated(vec![4, 9, 2]);
+        for v in 5..=6 {
+            r.publish(Published { version: v, train_step: v * 100, file: model(v) }).unwrap();
+        }
+        // The first two the league names (9 is not here any more); 2 is third: pruned long ago anyway.
+        assert_eq!(r.list().iter().map(|e| e.version).collect::<Vec<_>>(), vec![6, 4]);
+        assert_eq!(files(dir.path()).len(), 2);
+    }
+
+    #[test]
     fn reopening_restores_models_and_evaluations() {
         let dir = tempfile::tempdir().unwrap();
-        let cfg = RegistryConfig { keep_last: 3, keep_best: 1 };
+        let cfg = RegistryConfig { keep_last: 3, keep_best: 1, keep_best_rated: 0 };
         let m2 = model(2);
         {
             let r = Registry::open(dir.path(), cfg.clone()).unwrap();
@@ -316,7 +348,7 @@ mod tests {
     #[test]
     fn a_version_number_is_never_given_to_other_weights() {
         let dir = tempfile::tempdir().unwrap();
-        let cfg = RegistryConfig { keep_last: 1, keep_best: 0 };
+        let cfg = RegistryConfig { keep_last: 1, keep_best: 0, keep_best_rated: 0 };
         {
             let r = Registry::open(dir.path(), cfg.clone()).unwrap();
             let m3 = model(3);
@@ -335,7 +367,7 @@ mod tests {
         let r = Registry::open(dir.path(), cfg).unwrap();
         assert_eq!((r.highest_version(), files(dir.path()).len()), (3, 1));
         std::fs::remove_file(dir.path().join("models").join(file_name(3))).unwrap();
-        let r2 = Registry::open(dir.path(), RegistryConfig { keep_last: 1, keep_best: 0 }).unwrap();
+        let r2 = Registry::open(dir.path(), RegistryConfig { keep_last: 1, keep_best: 0, keep_best_rated: 0 }).unwrap();
         assert_eq!(r2.highest_version(), 3, "from the index even when the file is gone");
         drop(r);
     }

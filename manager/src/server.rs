@@ -14,6 +14,7 @@ use crate::config::Config;
 use crate::device::Device;
 use crate::fleet::{Fleet, IdBlocks};
 use crate::history::History;
+use crate::league::League;
 use crate::metrics::Metrics;
 use crate::run::{store, Runs};
 use crate::sampler;
@@ -71,13 +72,22 @@ async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Result<Ap
     store::migrate_legacy(&data_dir)?;
     tracing::info!(?device, "starting the trainer");
     let (worker_ids, first_id) = IdBlocks::open(&data_dir)?;
+    let history = History::open(&data_dir, config.history.clone())?;
+    // The league's ratings are its stored matches replayed (an unreadable history
+    // starts an empty league: it is never a reason not to train).
+    let played = history.league_matches().unwrap_or_else(|e| {
+        tracing::error!(error = format!("{e:#}"), "reading the league's matches from the history; the league starts empty");
+        Vec::new()
+    });
+    let league = League::new(&played);
     let state = Arc::new(Manager {
         device: Device::start(&config.trainer, device)?,
         runs: Runs::default(),
         fleet: Mutex::new(Fleet::new(config.workers.clone(), first_id)),
         worker_ids,
         metrics: Metrics::new(),
-        history: History::open(&data_dir, config.history.clone())?,
+        history,
+        league: Mutex::new(league),
         live: Default::default(),
         shutdown,
         config,
@@ -88,5 +98,11 @@ async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Result<Ap
     tokio::task::spawn_blocking(move || s.runs.open_all(&s.config, &s.device, &s.history))
     .await
     .context("opening the runs panicked")??;
+    // Each registry keeps its run's best rated models from its next prune on.
+    let league = state.league.lock().expect("league lock");
+    for run in state.all_runs() {
+        run.registry().keep_rated(league.best_rated(run.name()));
+    }
+    drop(league);
     Ok(state)
 }

@@ -8,6 +8,7 @@ use crate::device::Device;
 use crate::error::ApiError;
 use crate::fleet::{Fleet, IdBlocks};
 use crate::history::History;
+use crate::league::League;
 use crate::live::LiveHub;
 use crate::metrics::Metrics;
 use crate::run::{Run, RunError, Runs};
@@ -29,6 +30,8 @@ pub struct Manager {
     pub metrics: Metrics,
     /// Every run's series, episodes and evaluations, across restarts.
     pub history: History,
+    /// The league's ratings and the matches handed out (`crate::league`).
+    pub league: Mutex<League>,
     /// Live matches: browsers watching workers, and the frames fanned out to them.
     pub live: LiveHub,
     /// Cancelled when the manager shuts down: requests that wait (long polls,

@@ -357,6 +357,34 @@ try {
       assert.equal(new URLSearchParams(await page.evaluate(() => location.search)).get("run"), "default");
       await page.waitForSelector(`#workers-table tbody tr[data-worker-id="${defaultWorker}"]`, { timeout: 30_000 });
     });
+
+    await step("the league rates the fight run's models against the anchors, and its bots show their rating", async () => {
+      // The script's config gives league matches a third of the workers' time.
+      const rated = () => page.$$eval("#league-table tbody tr[data-player]", (trs) => trs.map((tr) => ({
+        player: tr.dataset.player, cells: [...tr.cells].map((c) => c.textContent) })));
+      await page.waitForFunction(() => [...document.querySelectorAll("#league-table tbody tr[data-player]")]
+        .some((tr) => tr.dataset.player.startsWith("fight v") && Number(tr.cells[2].textContent) > 0), null, { timeout: 120_000, polling: 500 })
+        .catch(async (e) => { throw new Error(`no rated model: ${JSON.stringify(await rated())}: ${e.message}`); });
+      const rows = await rated();
+      for (const cpu of [1, 5, 9]) assert.ok(rows.some((r) => r.player === `cpu ${cpu}` && r.cells[0].endsWith("scripted CPU")), `anchor ${cpu}: ${JSON.stringify(rows)}`);
+      // Only fight-task runs' models play: none of the untouchable run's.
+      assert.ok(rows.every((r) => r.player.startsWith("fight v") || r.player.startsWith("cpu ")), JSON.stringify(rows));
+      const model = rows.find((r) => r.player.startsWith("fight v") && Number(r.cells[2]) > 0);
+      assert.match(model.cells[1], /^\d+ ± \d+$/, "a played model's rating and interval");
+      // The table is best rated first, as the API orders it.
+      const api = await page.evaluate(async () => (await fetch("api/v1/league")).json());
+      assert.deepEqual(rows.map((r) => r.player), api.players.map((p) => p.player).slice(0, rows.length));
+      // The head-to-head matrix: its players as rows and columns, a cell where two met.
+      const cells = await page.$$eval("#league-matrix td", (tds) => tds.map((td) => [td.textContent, td.title]));
+      assert.equal(cells.length, api.head_to_head_players.length ** 2);
+      assert.ok(cells.some(([t, title]) => /^\d+ % \(\d+\)$/.test(t) && /95 % interval/.test(title)), JSON.stringify(cells));
+      await shootSection("#league", "league.png");
+      // The fight run's bots table has the rating column, filled for a played model.
+      await page.selectOption("#run-select", "fight");
+      await page.waitForFunction(() => [...document.querySelectorAll("#models-table tbody tr[data-version]")].some((tr) => / ± /.test(tr.cells[4].textContent)), null, { timeout: 60_000, polling: 500 })
+        .catch(async (e) => { throw new Error(`no rating in the bots table: ${await page.$eval("#models-table", (t) => t.textContent)}: ${e.message}`); });
+      await page.selectOption("#run-select", "default");
+    });
   } else {
     const before = JSON.parse(readFileSync(BEFORE, "utf8"));
 

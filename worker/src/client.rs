@@ -5,7 +5,8 @@
 //! other 4xx, which carry the manager's own message from its JSON error body.
 
 use shine_agent::protocol::{
-    EpisodeReport, EpisodesRequest, ErrorBody, Heartbeat, HeartbeatReply, LiveBatch, RegisterRequest, Registration, UploadReply, WatchReply,
+    EpisodeReport, EpisodesRequest, ErrorBody, Heartbeat, HeartbeatReply, LeagueMatch, LeagueResult, LiveBatch, RegisterRequest, Registration, UploadReply,
+    WatchReply,
 };
 use std::time::Duration;
 use thiserror::Error;
@@ -190,6 +191,28 @@ impl Client {
     /// One kept model's file (`GET .../models/{version}`).
     pub async fn model(&self, version: u64) -> Result<Vec<u8>, ApiError> {
         let resp = self.send("a model download", self.http.get(self.run_url(&format!("/models/{version}"))).bearer_auth(&self.token)).await?;
+        Ok(resp.bytes().await.map_err(|source| ApiError::Network { url: self.base.to_string(), source })?.to_vec())
+    }
+
+    /// A league match to play (`None`: the manager has none now, 204).
+    pub async fn league_match(&self) -> Result<Option<LeagueMatch>, ApiError> {
+        let what = "a league match (POST /api/v1/league/matches)";
+        let resp = self.send(what, self.http.post(self.url("/api/v1/league/matches")).bearer_auth(&self.token)).await?;
+        if resp.status() == reqwest::StatusCode::NO_CONTENT {
+            return Ok(None);
+        }
+        Ok(Some(Self::json(what, resp).await?))
+    }
+
+    /// A league match's result.
+    pub async fn league_result(&self, result: &LeagueResult) -> Result<(), ApiError> {
+        self.send("a league result (POST /api/v1/league/results)", self.http.post(self.url("/api/v1/league/results")).bearer_auth(&self.token).json(result)).await?;
+        Ok(())
+    }
+
+    /// A file the manager names by its path (a league match's model `url`).
+    pub async fn file(&self, path: &str) -> Result<Vec<u8>, ApiError> {
+        let resp = self.send("a model download", self.http.get(self.url(path)).bearer_auth(&self.token)).await?;
         Ok(resp.bytes().await.map_err(|source| ApiError::Network { url: self.base.to_string(), source })?.to_vec())
     }
 

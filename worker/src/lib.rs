@@ -28,6 +28,7 @@
 //! - [`versus`]: `play --human-port`: a person against the bot in Dolphin.
 //! - [`duel`]: the simulator with the bot on either side and a policy or the CPU on
 //!   the other.
+//! - [`league`]: the league matches the manager hands out, a small share of the time.
 //! - [`selfplay`]: self-play's opponents: the opponent run's models, and each
 //!   episode's draw among them and the CPU.
 //! - [`doctor`]: `doctor`: checks a Dolphin setup and says what to fix.
@@ -42,6 +43,7 @@ pub mod control;
 pub mod doctor;
 pub mod duel;
 pub mod envs;
+pub mod league;
 pub mod live;
 pub mod nstep;
 pub mod play;

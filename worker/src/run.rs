@@ -318,6 +318,7 @@ where
     control.spawn(control::heartbeats(session.clone(), request, reg.clone(), tap.clone()));
     let action_names: Vec<String> = (0..cfg.actions.len()).map(|a| cfg.actions.action_name(a).to_string()).collect();
     control.spawn(live::stream(session.clone(), tap.clone(), action_names));
+    control.spawn(crate::league::play_league(session.client.clone(), reg.league_share, session.cancel.clone()));
     control.close();
 
     let actor = {

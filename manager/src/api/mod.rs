@@ -4,6 +4,7 @@
 //!
 //! - [`runs`]: list, create, pause, resume and delete runs.
 //! - [`history`]: every run's stats series and evaluations from the history database.
+//! - [`league`]: the league's table, its matches for the workers, their results.
 //! - [`workers`]: register, heartbeat, list; finished episodes.
 //! - [`experience`]: the binary upload.
 //! - [`models`]: list and download (ETag).
@@ -30,6 +31,7 @@
 pub mod experience;
 pub mod health;
 pub mod history;
+pub mod league;
 pub mod live;
 pub mod models;
 pub mod runs;
@@ -68,7 +70,7 @@ pub fn app(state: AppState) -> Router {
     // Under /runs/{run}, every route first checks that the run exists (after the
     // caller's right to know it: RunRef).
     let in_run = per_run().route_layer(axum::middleware::from_fn_with_state(state.clone(), run_exists));
-    let api = per_run().merge(runs::router()).merge(history::router()).nest("/runs/{run}", in_run);
+    let api = per_run().merge(runs::router()).merge(history::router()).merge(league::router()).nest("/runs/{run}", in_run);
     Router::new()
         .nest("/api/v1", api)
         .merge(health::router())

@@ -6,7 +6,10 @@
 use super::{run_prefix, Reader, RunRef};
 use crate::config::DEFAULT_RUN;
 use crate::error::{ApiError, ApiResult};
+use crate::league::Player;
 use crate::registry::ModelEntry;
+use crate::state::AppState;
+use axum::extract::State;
 use crate::run::Run;
 use axum::body::{Body, Bytes};
 use axum::extract::Path;
@@ -29,6 +32,10 @@ struct ModelView {
     eval_episodes: u64,
     bytes: u64,
     url: String,
+    /// Its league rating and deviation (`null` until it played a league match).
+    league_rating: Option<f64>,
+    league_deviation: Option<f64>,
+    league_matches: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -37,13 +44,19 @@ struct ModelList {
     models: Vec<ModelView>,
 }
 
-async fn list(_: Reader, RunRef(s): RunRef) -> Json<ModelList> {
+async fn list(State(m): State<AppState>, _: Reader, RunRef(s): RunRef) -> Json<ModelList> {
     let prefix = run_prefix(s.name());
+    let league = m.league.lock().expect("league lock");
     let models: Vec<ModelView> = s
         .registry()
         .list()
         .into_iter()
-        .map(|e| ModelView {
+        .map(|e| {
+            let player = Player::Model { run: s.name().to_string(), version: e.version };
+            let (rating, deviation, matches) = league.record(&player);
+            (e, rating, deviation, matches)
+        })
+        .map(|(e, rating, deviation, matches)| ModelView {
             version: e.version,
             train_step: e.train_step,
             created_unix: e.created_unix,
@@ -51,6 +64,9 @@ async fn list(_: Reader, RunRef(s): RunRef) -> Json<ModelList> {
             eval_episodes: e.eval_episodes,
             bytes: e.bytes,
             url: format!("{prefix}/models/{}", e.version),
+            league_rating: (matches > 0).then_some(rating),
+            league_deviation: (matches > 0).then_some(deviation),
+            league_matches: matches,
         })
         .collect();
     Json(ModelList { latest: models.first().map(|m| m.version), models })

@@ -86,6 +86,8 @@ async fn register(
                 cpu_share: g.opponent_cpu_share,
                 latest_share: g.opponent_latest_share,
             }),
+            // League matches are fights on the simulator (crate::league).
+            league_share: if run.task() == shine_agent::Task::Fight { s.config.league.share } else { 0.0 },
         }),
     ))
 }

@@ -1,0 +1,122 @@
+//! The league (`crate::league`): `GET /league` (the table and the head-to-head
+//! matrix; `?run=NAME` for one run's models and the anchors), `POST /league/matches`
+//! (a worker asks for a match: `200` with one, `204` when there is none to play) and
+//! `POST /league/results` (its result: `200` once it is stored).
+
+use super::{run_prefix, Reader, Writer};
+use crate::error::{ApiError, ApiResult};
+use crate::league::{Assignment, Entrant, LeagueError, Player, Table, ANCHORS};
+use crate::state::{AppState, Manager};
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+use shine_agent::durable::unix_now;
+use shine_agent::protocol::{LeagueMatch, LeaguePlayer, LeagueResult};
+use shine_agent::Task;
+use std::time::Instant;
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/league", get(table)).route("/league/matches", post(next_match)).route("/league/results", post(result))
+}
+
+/// The league's players now: every kept model of every fight run (with its side), and
+/// the anchors; with `only`, that run's models and the anchors.
+fn entrants(s: &Manager, only: Option<&str>) -> Vec<Entrant> {
+    let mut out = Vec::new();
+    for run in s.all_runs() {
+        if run.task() != Task::Fight || only.is_some_and(|o| o != run.name()) {
+            continue;
+        }
+        let side = run.settings().side();
+        for m in run.registry().list() {
+            out.push(Entrant { player: Player::Model { run: run.name().to_string(), version: m.version }, side: Some(side) });
+        }
+    }
+    out.extend(ANCHORS.iter().map(|&cpu| Entrant { player: Player::Cpu { cpu }, side: None }));
+    out
+}
+
+#[derive(Deserialize)]
+struct TableQuery {
+    run: Option<String>,
+}
+
+async fn table(State(s): State<AppState>, _: Reader, q: Result<Query<TableQuery>, QueryRejection>) -> ApiResult<Json<Table>> {
+    let Query(q) = q.map_err(|r| ApiError::BadRequest { code: "bad_query", message: r.body_text() })?;
+    if let Some(run) = &q.run {
+        // An unknown run is a 404 naming the runs there are (the caller may read).
+        s.run(run)?;
+    }
+    let entrants = entrants(&s, q.run.as_deref());
+    Ok(Json(s.league.lock().expect("league lock").table(&entrants)))
+}
+
+fn player_view(p: &Player, side: shine_agent::Side) -> LeaguePlayer {
+    match p {
+        Player::Model { run, version } => {
+            LeaguePlayer::Model { run: run.clone(), version: *version, side: side.name().into(), url: format!("{}/models/{version}", run_prefix(run)) }
+        }
+        Player::Cpu { cpu } => LeaguePlayer::Cpu { cpu: *cpu },
+    }
+}
+
+fn match_view(a: &Assignment) -> LeagueMatch {
+    LeagueMatch { match_id: a.match_id, seed: a.seed, a: player_view(&a.a, a.a_side), b: player_view(&a.b, a.a_side.other()) }
+}
+
+async fn next_match(State(s): State<AppState>, _: Writer) -> Response {
+    let entrants = entrants(&s, None);
+    match s.league.lock().expect("league lock").assign(&entrants, Instant::now(), &mut rand::rng()) {
+        Some(a) => Json(match_view(&a)).into_response(),
+        None => StatusCode::NO_CONTENT.into_response(),
+    }
+}
+
+#[derive(Serialize)]
+struct Rated {
+    player: String,
+    rating: f64,
+    deviation: f64,
+}
+
+#[derive(Serialize)]
+struct ResultReply {
+    a: Rated,
+    b: Rated,
+    matches: u64,
+}
+
+async fn result(State(s): State<AppState>, _: Writer, body: Result<Json<LeagueResult>, JsonRejection>) -> ApiResult<Json<ResultReply>> {
+    let Json(r) = body.map_err(|e| ApiError::Unprocessable { code: "invalid_result", message: e.body_text() })?;
+    let taken = s.league.lock().expect("league lock").take(&r, Instant::now(), unix_now());
+    let m = taken.map_err(|e| match e {
+        LeagueError::UnknownMatch(_) => ApiError::NotFound(e.to_string()),
+        LeagueError::Invalid(message) => ApiError::Unprocessable { code: "invalid_result", message },
+    })?;
+    // Kept before it counts: a 200 means the match is in the history database.
+    let (state, stored) = (s.clone(), m.clone());
+    let kept = tokio::task::spawn_blocking(move || state.history.record_match(&stored)).await.map_err(anyhow::Error::from)?;
+    let mut league = s.league.lock().expect("league lock");
+    if let Err(e) = kept {
+        league.put_back(&m, Instant::now());
+        return Err(ApiError::Internal(e.context("storing a league match")));
+    }
+    league.apply(&m);
+    // The registries keep their runs' best rated models as they keep the best evaluated.
+    for p in [&m.a, &m.b] {
+        if let Player::Model { run, .. } = p {
+            if let Ok(r) = s.runs.get(run) {
+                r.registry().keep_rated(league.best_rated(run));
+            }
+        }
+    }
+    let rated = |p: &Player| {
+        let (rating, deviation) = league.rating(p);
+        Rated { player: p.label(), rating, deviation }
+    };
+    Ok(Json(ResultReply { a: rated(&m.a), b: rated(&m.b), matches: league.matches() }))
+}
