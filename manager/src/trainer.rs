@@ -717,6 +717,12 @@ pub(crate) mod tests {
         (t, ReplayConfig { capacity: 1000, update_size: 10, ..Default::default() }, DqnConfig { batch_size: 8, ..Default::default() })
     }
 
+    /// A Fox run "default" of the Untouchable task with these sections, its data in `dir`.
+    pub(crate) fn setup_in(dir: &std::path::Path, (trainer, replay, dqn): (TrainerConfig, ReplayConfig, DqnConfig)) -> RunSetup {
+        let restore = Restore { data_dir: dir.into(), ..Default::default() };
+        RunSetup { name: "default".into(), weight: 1.0, trainer, replay, dqn, actions: ActionSet::Untouchable, side: Side::Fox, restore }
+    }
+
     #[test]
     fn rate_limiter_keeps_samples_per_insert_at_the_target() {
         let mut l = RateLimiter::new(8.0, 0, 0);
@@ -760,17 +766,7 @@ pub(crate) mod tests {
             let tmp = tempfile::tempdir().unwrap();
             let (t, mut r, d) = small();
             (r.kind, r.sampling, r.new_priority) = (kind, Sampling::Prioritized, new_priority);
-            let setup = RunSetup {
-                name: "default".into(),
-                weight: 1.0,
-                trainer: t,
-                replay: r.clone(),
-                dqn: d,
-                actions: ActionSet::Untouchable,
-                side: Side::Fox,
-                restore: Restore { data_dir: tmp.path().into(), ..Default::default() },
-            };
-            let mut run = RunTrainer::build(setup, tch::Device::Cpu, Box::new(|_| {})).unwrap();
+            let mut run = RunTrainer::build(setup_in(tmp.path(), (t, r.clone(), d)), tch::Device::Cpu, Box::new(|_| {})).unwrap();
             let b = batch(20, 0);
             run.ingest(b.clone()).unwrap();
             let rows = Tensor::from_slice(&b.data).view([20, TRANSITION_FLOATS as i64]);
@@ -790,19 +786,7 @@ pub(crate) mod tests {
     #[test]
     fn a_marth_run_publishes_marth_models_and_its_checkpoint_refuses_another_side() {
         let tmp = tempfile::tempdir().unwrap();
-        let setup = |side| {
-            let (t, r, d) = small();
-            RunSetup {
-                name: "m".into(),
-                weight: 1.0,
-                trainer: t,
-                replay: r,
-                dqn: d,
-                actions: ActionSet::Fight,
-                side,
-                restore: Restore { data_dir: tmp.path().into(), ..Default::default() },
-            }
-        };
+        let setup = |side| RunSetup { actions: ActionSet::Fight, side, ..setup_in(tmp.path(), small()) };
         let published = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let sink = published.clone();
         let mut run = RunTrainer::build(setup(Side::Marth), tch::Device::Cpu, Box::new(move |p: Published| sink.lock().unwrap().push(p))).unwrap();
@@ -837,16 +821,7 @@ pub(crate) mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let (mut t, r, d) = small();
         t.cuda_graph = Some(true);
-        let setup = |t: TrainerConfig, r: ReplayConfig, d: DqnConfig| RunSetup {
-            name: "default".into(),
-            weight: 1.0,
-            trainer: t,
-            replay: r,
-            dqn: d,
-            actions: ActionSet::Untouchable,
-            side: Side::Fox,
-            restore: Restore { data_dir: tmp.path().into(), ..Default::default() },
-        };
+        let setup = |t: TrainerConfig, r: ReplayConfig, d: DqnConfig| setup_in(tmp.path(), (t, r, d));
         let err = RunTrainer::build(setup(t.clone(), r.clone(), d.clone()), tch::Device::Cpu, Box::new(|_| {})).err().expect("refused").to_string();
         assert!(err.contains("[trainer] cuda_graph = true") && err.contains("needs a CUDA device") && err.contains("cuda_graph = false"), "{err}");
         // Unset (or false) on the CPU: eager steps, as before.
@@ -872,7 +847,7 @@ pub(crate) mod tests {
 /// which replay_bench runs.)
 #[cfg(test)]
 mod graph_tests {
-    use super::tests::{batch, small};
+    use super::tests::{batch, setup_in, small};
     use super::*;
 
     fn cuda() -> tch::Device {
@@ -889,17 +864,7 @@ mod graph_tests {
         t.device = "cuda".into();
         t.samples_per_insert = 0.0;
         r.update_size = 50;
-        let setup = RunSetup {
-            name: "default".into(),
-            weight: 1.0,
-            trainer: t,
-            replay: r,
-            dqn: d,
-            actions: ActionSet::Untouchable,
-            side: Side::Fox,
-            restore: Restore { data_dir: tmp.path().into(), ..Default::default() },
-        };
-        let mut run = RunTrainer::build(setup, device, Box::new(|_| {})).unwrap();
+        let mut run = RunTrainer::build(setup_in(tmp.path(), (t, r, d)), device, Box::new(|_| {})).unwrap();
         assert!(run.use_graph, "on by default on CUDA with the device replay, uniform, RMSProp");
         run.ingest(batch(150, 0)).unwrap();
         for _ in 0..20 {
