@@ -371,9 +371,16 @@ try {
       assert.ok(rows.every((r) => r.player.startsWith("fight v") || r.player.startsWith("cpu ")), JSON.stringify(rows));
       const model = rows.find((r) => r.player.startsWith("fight v") && Number(r.cells[2]) > 0);
       assert.match(model.cells[1], /^\d+ ± \d+$/, "a played model's rating and interval");
-      // The table is best rated first, as the API orders it.
-      const api = await page.evaluate(async () => (await fetch("api/v1/league")).json());
-      assert.deepEqual(rows.map((r) => r.player), api.players.map((p) => p.player).slice(0, rows.length));
+      // The table is best rated first, as the API orders it: the page's next poll's
+      // answer, drawn in its order (matches go on, so an answer fetched apart from the
+      // page's own may already order them otherwise).
+      const api = await (await page.waitForResponse((r) => r.url().split("?")[0].endsWith("/api/v1/league"), { timeout: 15_000 })).json();
+      const order = api.players.map((p) => p.player);
+      await page.waitForFunction((want) => {
+        const shown = [...document.querySelectorAll("#league-table tbody tr[data-player]")].map((tr) => tr.dataset.player);
+        return shown.length > 0 && shown.every((p, i) => p === want[i]);
+      }, order, { timeout: 5_000, polling: 100 })
+        .catch(async (e) => { throw new Error(`the table is not in the API's order ${JSON.stringify(order)}: ${JSON.stringify((await rated()).map((r) => r.player))}: ${e.message}`); });
       // The head-to-head matrix: its players as rows and columns, a cell where two met.
       const cells = await page.$$eval("#league-matrix td", (tds) => tds.map((td) => [td.textContent, td.title]));
       assert.equal(cells.length, api.head_to_head_players.length ** 2);

@@ -32,10 +32,6 @@ fn workers_of(port: u16, run: &str) -> Vec<u64> {
     list["workers"].as_array().map(|ws| ws.iter().filter(|w| w["state"] != "gone").filter_map(|w| w["worker_id"].as_u64()).collect()).unwrap_or_default()
 }
 
-fn status(response: &str) -> u16 {
-    response.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0)
-}
-
 #[test]
 fn two_runs_train_side_by_side_with_their_own_workers_models_and_pause() {
     let dir = tempfile::tempdir().unwrap();

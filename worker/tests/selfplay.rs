@@ -71,7 +71,7 @@ fn post_json(port: u16, path: &str, body: &str) -> u16 {
     write!(s, "POST {path} HTTP/1.0\r\nHost: localhost\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len()).unwrap();
     let mut out = String::new();
     s.read_to_string(&mut out).unwrap();
-    out.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0)
+    status(&out)
 }
 
 #[test]
@@ -116,7 +116,8 @@ fn league_matches_are_played_rated_and_survive_a_restart() {
     let result = |id: u64, outcome: &str| format!(r#"{{"match_id": {id}, "outcome": "{outcome}", "stocks_taken": 0, "stocks_lost": 4, "damage_dealt": 0, "damage_taken": 300}}"#);
     assert_eq!(post_json(port, "/api/v1/league/results", &result(999_999, "loss")), 404);
     assert_eq!(post_json(port, "/api/v1/league/results", r#"{"match_id": 1, "outcome": "triumph"}"#), 422);
-    assert!(http_get(port, "/api/v1/league?run=luigi").unwrap().starts_with("HTTP/1.1 404"));
+    let unknown = http_get(port, "/api/v1/league?run=luigi").unwrap();
+    assert!(status(&unknown) == 404 && unknown.contains("not_found"), "{unknown}");
     assert_eq!(league()["matches"].as_u64(), Some(n), "nothing recorded");
     // A match handed out and answered with a contradiction: refused.
     let m = get_json_post(port, "/api/v1/league/matches");

@@ -181,6 +181,11 @@ fn http_bytes(port: u16, method: &str, path: &str) -> Option<Vec<u8>> {
     Some(out)
 }
 
+/// The status code of a whole response ([`http`]'s answer); 0 when there is none.
+pub fn status(response: &str) -> u16 {
+    response.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0)
+}
+
 /// The body of a GET answered 200, byte for byte (a model file).
 pub fn get_body(port: u16, path: &str) -> Option<Vec<u8>> {
     let out = http_bytes(port, "GET", path)?;
