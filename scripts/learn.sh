@@ -81,21 +81,8 @@ if [ -n "$prioritized" ]; then
 fi
 token=$(python3 -c 'import secrets; print(secrets.token_hex(16))')
 url="http://127.0.0.1:$port"
-"$bin/shine-manager" --config "$config" --data-dir "$data" --token "$token" ${device:+--device "$device"} >"$data/logs/manager.log" 2>&1 &
-manager=$!
-worker_pids=()
-cleanup() {
-    for w in "${worker_pids[@]}"; do kill -TERM "$w" 2>/dev/null; done
-    for w in "${worker_pids[@]}"; do wait "$w" 2>/dev/null; done
-    worker_pids=()
-    kill -TERM "$manager" 2>/dev/null && wait "$manager" 2>/dev/null
-    true
-}
-trap cleanup EXIT INT TERM
-for _ in $(seq 1 100); do
-    python3 -c "import urllib.request; urllib.request.urlopen('$url/healthz', timeout=1)" 2>/dev/null && break
-    sleep 0.2
-done
+. scripts/manager-lib.sh
+start_manager "$data/logs/manager.log" "$bin/shine-manager" --config "$config" --data-dir "$data" --token "$token" ${device:+--device "$device"}
 for (( i = 0; i < workers; i++ )); do
     # The first worker's log keeps its old name (docs/learning.md cites worker.log).
     log=$data/logs/worker.log

@@ -82,24 +82,11 @@ game = { side = "marth" }
 name = "fox-cpu"
 paused = true
 EOF
-"$bin/shine-manager" --config "$data/manager.toml" --data-dir "$data" --token "$token" >"$data/manager.log" 2>&1 &
-manager=$!
-workers=()
-cleanup() {
-    for w in "${workers[@]}"; do kill -TERM "$w" 2>/dev/null; done
-    for w in "${workers[@]}"; do wait "$w" 2>/dev/null; done
-    workers=()
-    kill -TERM "$manager" 2>/dev/null && wait "$manager" 2>/dev/null
-    true
-}
-trap cleanup EXIT INT TERM
-for _ in $(seq 1 100); do
-    python3 -c "import urllib.request; urllib.request.urlopen('$url/healthz', timeout=1)" 2>/dev/null && break
-    sleep 0.2
-done
+. scripts/manager-lib.sh
+start_manager "$data/manager.log" "$bin/shine-manager" --config "$data/manager.toml" --data-dir "$data" --token "$token"
 for i in 0 1; do
     "$bin/shine-worker" run --manager "$url" --token "$token" --run fox --envs 1 --seed $(( 100 + i )) --spool-dir "$data/spool-$i" >"$data/worker-$i.log" 2>&1 &
-    workers+=($!)
+    worker_pids+=($!)
 done
 echo "playing $matches league matches (logs in $data)"
 while :; do

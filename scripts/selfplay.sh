@@ -57,26 +57,13 @@ mkdir -p "$data/logs"
 port=8091
 token=$(python3 -c 'import secrets; print(secrets.token_hex(16))')
 url="http://127.0.0.1:$port"
-"$bin/shine-manager" --config configs/selfplay.toml --data-dir "$data" --token "$token" >"$data/logs/manager.log" 2>&1 &
-manager=$!
-workers=()
-cleanup() {
-    for w in "${workers[@]}"; do kill -TERM "$w" 2>/dev/null; done
-    for w in "${workers[@]}"; do wait "$w" 2>/dev/null; done
-    workers=()
-    kill -TERM "$manager" 2>/dev/null && wait "$manager" 2>/dev/null
-    true
-}
-trap cleanup EXIT INT TERM
-for _ in $(seq 1 100); do
-    python3 -c "import urllib.request; urllib.request.urlopen('$url/healthz', timeout=1)" 2>/dev/null && break
-    sleep 0.2
-done
+. scripts/manager-lib.sh
+start_manager "$data/logs/manager.log" "$bin/shine-manager" --config configs/selfplay.toml --data-dir "$data" --token "$token"
 i=0
 for run in fox marth; do
     "$bin/shine-worker" run --manager "$url" --token "$token" --run "$run" --envs "$envs" --seed $(( seed + 1000 * i )) \
         --spool-dir "$data/spool-$run" --stats-file "$data/logs/worker-$run.json" >"$data/logs/worker-$run.log" 2>&1 &
-    workers+=($!)
+    worker_pids+=($!)
     i=$(( i + 1 ))
 done
 
