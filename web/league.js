@@ -1,6 +1,6 @@
 // The league (GET /api/v1/league, docs/api.md): every kept model of every fight run and
 // the scripted CPU at levels 1, 5 and 9, rated (Glicko-2) from the matches the workers
-// play between them; and the head-to-head matrix of the best rated. The cells come from
+// play between them; and the head-to-head matrix of the best rated that have played. The cells come from
 // pure functions (web/tests/unit/league.test.mjs); renderLeague() needs a browser.
 import { $, el } from "./dom.js";
 import { fmtInt } from "./formats.js";

@@ -61,7 +61,7 @@ pub const ANCHORS: [u8; 3] = [1, 5, 9];
 /// How long a handed-out match waits for its result.
 pub const MATCH_TTL: Duration = Duration::from_secs(15 * 60);
 
-/// Players shown in the head-to-head matrix (the best rated).
+/// Players shown in the head-to-head matrix (the best rated that have played).
 pub const HEAD_TO_HEAD: usize = 8;
 
 /// A league player: a run's model, or the scripted CPU at a level.
@@ -173,7 +173,8 @@ pub struct HeadToHead {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Table {
     pub players: Vec<Standing>,
-    /// The matrix's rows and columns: the best rated players of the table.
+    /// The matrix's rows and columns: the best rated players of the table that have
+    /// played a match.
     pub head_to_head_players: Vec<String>,
     /// `[row][column]`; `null` where the two never met (two models of one side, a player
     /// and itself).
@@ -313,7 +314,9 @@ impl League {
     }
 
     /// The table of `entrants` (the players of now), best rated first, and the
-    /// head-to-head matrix of its first [`HEAD_TO_HEAD`] rows.
+    /// head-to-head matrix of its first [`HEAD_TO_HEAD`] players that have played.
+    /// (A newcomer is rated 1500, above most players that have lost a match; a
+    /// manager publishing every few seconds would fill the matrix with empty rows.)
     pub fn table(&self, entrants: &[Entrant]) -> Table {
         let mut rows: Vec<(&Entrant, Record)> = entrants.iter().map(|e| (e, self.records.get(&e.player).copied().unwrap_or_default())).collect();
         rows.sort_by(|x, y| y.1.rating.rating.total_cmp(&x.1.rating.rating).then_with(|| x.0.player.cmp(&y.0.player)));
@@ -342,7 +345,7 @@ impl League {
                 }
             })
             .collect();
-        let top: Vec<&Player> = rows.iter().take(HEAD_TO_HEAD).map(|(e, _)| &e.player).collect();
+        let top: Vec<&Player> = rows.iter().filter(|(_, r)| r.matches() > 0).take(HEAD_TO_HEAD).map(|(e, _)| &e.player).collect();
         let head_to_head = top
             .iter()
             .map(|row| {
@@ -465,6 +468,29 @@ mod tests {
             let (marth, cpu9) = (met(fox, "marth v2"), met(fox, "cpu 9"));
             assert!(marth >= 20 && marth + 5 >= cpu9, "{fox}: {marth} against the Marth, {cpu9} against cpu 9");
         }
+    }
+
+    #[test]
+    fn the_matrix_shows_players_that_have_played_not_unplayed_newcomers() {
+        // One model lost its one match (rated below 1500 now); ten newer models have
+        // not played (1500 each). The matrix is of the two that met, not of newcomers.
+        let mut entrants: Vec<Entrant> = (1..=11).map(|v| model("fox", v, Side::Fox)).collect();
+        entrants.extend(anchors());
+        let mut league = League::new(&[]);
+        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+        let now = Instant::now();
+        let m = league.assign(&entrants, now, &mut rng).unwrap();
+        let r = league.take(&result(m.match_id, LeagueOutcome::Loss), now, 0.0).unwrap();
+        league.apply(&r);
+        let t = league.table(&entrants);
+        let unplayed_in_top = t.players.iter().take(HEAD_TO_HEAD).filter(|p| p.matches == 0).count();
+        assert_eq!(unplayed_in_top, HEAD_TO_HEAD - 1, "newcomers fill the table's top: {:?}", t.players);
+        let mut shown = t.head_to_head_players.clone();
+        shown.sort();
+        let mut played = vec![m.a.label(), m.b.label()];
+        played.sort();
+        assert_eq!(shown, played);
+        assert!(t.head_to_head[0][1].is_some() && t.head_to_head[1][0].is_some());
     }
 
     #[test]

@@ -376,15 +376,29 @@ try {
       // page's own may already order them otherwise).
       const api = await (await page.waitForResponse((r) => r.url().split("?")[0].endsWith("/api/v1/league"), { timeout: 15_000 })).json();
       const order = api.players.map((p) => p.player);
-      await page.waitForFunction((want) => {
+      const cols = api.head_to_head_players;
+      // The table in the answer's order and the matrix of its players, read together
+      // (the next poll may redraw both).
+      const cells = await (await page.waitForFunction(([want, cols]) => {
         const shown = [...document.querySelectorAll("#league-table tbody tr[data-player]")].map((tr) => tr.dataset.player);
-        return shown.length > 0 && shown.every((p, i) => p === want[i]);
-      }, order, { timeout: 5_000, polling: 100 })
-        .catch(async (e) => { throw new Error(`the table is not in the API's order ${JSON.stringify(order)}: ${JSON.stringify((await rated()).map((r) => r.player))}: ${e.message}`); });
-      // The head-to-head matrix: its players as rows and columns, a cell where two met.
-      const cells = await page.$$eval("#league-matrix td", (tds) => tds.map((td) => [td.textContent, td.title]));
-      assert.equal(cells.length, api.head_to_head_players.length ** 2);
-      assert.ok(cells.some(([t, title]) => /^\d+ % \(\d+\)$/.test(t) && /95 % interval/.test(title)), JSON.stringify(cells));
+        const heads = [...document.querySelectorAll("#league-matrix tr:first-child th.num")].map((th) => th.textContent);
+        const same = (a, b) => a.length === b.length && a.every((x, i) => x === b[i]);
+        if (!(shown.length > 0 && same(shown, want) && same(heads, cols))) return false;
+        return [...document.querySelectorAll("#league-matrix td")].map((td) => [td.textContent, td.title]);
+      }, [order, cols], { timeout: 5_000, polling: 100 })
+        .catch(async (e) => { throw new Error(`the page does not show the API's answer ${JSON.stringify(order)} ${JSON.stringify(cols)}: ${JSON.stringify((await rated()).map((r) => r.player))}: ${e.message}`); })).jsonValue();
+      // The head-to-head matrix: its players as rows and columns, a cell where two met
+      // (the API's cells, drawn with their match counts).
+      assert.equal(cells.length, cols.length ** 2);
+      api.head_to_head.flat().forEach((c, i) => {
+        const [text, title] = cells[i];
+        if (c === null) assert.equal(text, "", `cell ${i}`);
+        else assert.ok(text.endsWith(`(${c.matches})`) && /^\d+ % \(\d+\)$/.test(text) && /95 % interval/.test(title), `cell ${i}: ${text} ${title}`);
+      });
+      // Players that have played, and only they: with fewer than 8, every opponent of
+      // each is in the matrix too, so two met.
+      for (const p of cols) assert.ok(api.players.find((q) => q.player === p).matches > 0, `${p} has not played`);
+      if (cols.length < 8) assert.ok(api.head_to_head.flat().some((c) => c !== null), JSON.stringify(api));
       await shootSection("#league", "league.png");
       // The fight run's bots table has the rating column, filled for a played model.
       await page.selectOption("#run-select", "fight");
