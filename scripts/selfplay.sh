@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Self-play on this machine (docs/learning.md, "Self-play"): one manager with
 # configs/selfplay.toml (a Fox run and a Marth run, each the other's opponent), one
-# worker per run on the simulator; then each run's last model evaluated greedily on
-# 200 matches against the level-9 CPU and against each other, beside the scripted CPU
-# in Marth's place.
+# worker per run on the simulator; then each run's last model evaluated on 200 matches
+# against the level-9 CPU (greedily) and against each other (each taking a random
+# action 5 % of the time, eval's default for two models), beside the scripted CPU in
+# Marth's place.
 #
 #   scripts/selfplay.sh [MINUTES] [--seconds S] [--seed N] [--data DIR] [--envs E]
 #                       [--baseline MODEL] [--bin DIR]

@@ -91,8 +91,8 @@ pub struct SelfPlay {
     pub latest_share: f64,
 }
 
-/// `POST /api/v1/league/matches` answer: a league match to play greedily on the
-/// simulator, `a` (a model, on its side) against `b`.
+/// `POST /api/v1/league/matches` answer: a league match to play on the simulator as
+/// `shine-worker eval` plays it, `a` (a model, on its side) against `b`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LeagueMatch {
     pub match_id: u64,

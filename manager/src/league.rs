@@ -1,6 +1,7 @@
 //! The league: every kept model of every run, and the scripted CPU at levels 1, 5 and
 //! 9 as anchors, rated with Glicko-2 (the `skillratings` crate) from evaluation matches
-//! the workers play between them, greedily, on the simulator.
+//! the workers play between them on the simulator (greedily against an anchor; two
+//! models each take a random action 5 % of the time, as `shine-worker eval` plays them).
 //!
 //! - **Players.** A model is in the league while its run's registry keeps it (the
 //!   newest `keep_last`, the best `keep_best`); the anchors always are. They give the

@@ -1,5 +1,5 @@
 //! League matches: a small share of the worker's time playing the matches the manager
-//! hands out (`POST /api/v1/league/matches`), greedily on the simulator, and reporting
+//! hands out (`POST /api/v1/league/matches`) on the simulator as `eval` plays them, and reporting
 //! each result (`POST /api/v1/league/results`), from which the manager rates every
 //! kept model of every run (`docs/learning.md`, "The league").
 //!
@@ -8,11 +8,10 @@
 //! seconds of rest, so the environments keep the rest of the machine.
 
 use crate::client::Client;
-use crate::play::{play_episode, Matches, PolicySpec, Rival};
+use crate::play::{play_episode, Matches, PolicySpec, Rival, MODEL_VS_MODEL_EPSILON};
 use anyhow::{bail, Context};
 use shine_agent::actions::ActionSet;
 use shine_agent::model::QNet;
-use shine_agent::policy::Greedy;
 use shine_agent::protocol::{LeagueMatch, LeagueOutcome, LeaguePlayer, LeagueResult};
 use shine_agent::task::{Outcome, Task};
 use shine_agent::Side;
@@ -87,7 +86,8 @@ async fn model(client: &Client, models: &mut HashMap<String, Arc<QNet>>, url: &s
     Ok(net)
 }
 
-/// Play match `m`: `a` greedily on its side, against `b` greedily or the CPU.
+/// Play match `m`: `a` on its side against `b` or the CPU, as `eval` plays them: greedily
+/// against the CPU, each model with [`MODEL_VS_MODEL_EPSILON`] against a model.
 fn play(m: &LeagueMatch, a: Arc<QNet>, side: Side, b: Option<Arc<QNet>>) -> anyhow::Result<LeagueResult> {
     let actions = ActionSet::from_name(&a.meta().action_set).with_context(|| format!("the league's model plays the unknown action set {:?}", a.meta().action_set))?;
     if a.meta().side != side {
@@ -107,9 +107,12 @@ fn play(m: &LeagueMatch, a: Arc<QNet>, side: Side, b: Option<Arc<QNet>>) -> anyh
         LeaguePlayer::Cpu { cpu } => *cpu,
         _ => 9,
     };
-    let matches = Matches { task: Task::Fight, side, cpu_level, rival, bot_cpu: None, episodes: 1, seed: m.seed };
-    let mut bot = Greedy::new(QNet::clone(&a));
-    let r = play_episode(&mut bot, actions, &matches, m.seed)?;
+    // Two models take a random action now and then, as `eval` has them: greedy against
+    // greedy, every match of a pair would be the same one.
+    let epsilon = if rival.is_some() { MODEL_VS_MODEL_EPSILON } else { 0.0 };
+    let matches = Matches { task: Task::Fight, side, cpu_level, rival, bot_cpu: None, episodes: 1, seed: m.seed, epsilon };
+    let mut bot = PolicySpec::Model(Box::new(QNet::clone(&a))).build(actions, epsilon);
+    let r = play_episode(bot.as_mut(), actions, &matches, m.seed)?;
     let t = r.tally;
     let outcome = match t.outcome() {
         Outcome::Win => LeagueOutcome::Win,
@@ -157,6 +160,16 @@ mod tests {
             std::cmp::Ordering::Less => LeagueOutcome::Loss,
         };
         assert_eq!((r.match_id, r.outcome), (7, expected));
+        // Two models take random actions now and then: matches of other seeds differ
+        // (greedy against greedy, every seed would play this same match).
+        let tallies: std::collections::HashSet<_> = (0..6)
+            .map(|i| {
+                let m = LeagueMatch { seed: 2_000_000 + i, ..m.clone() };
+                let r = play(&m, a.clone(), Side::Fox, Some(net(Side::Marth, 2))).unwrap();
+                (r.stocks_taken, r.stocks_lost, r.damage_dealt.to_bits(), r.damage_taken.to_bits())
+            })
+            .collect();
+        assert!(tallies.len() > 1, "{tallies:?}");
         // Against the level-9 CPU an untrained model loses stocks.
         let cpu = play(&assignment(LeaguePlayer::Cpu { cpu: 9 }), a.clone(), Side::Fox, None).unwrap();
         assert!(cpu.stocks_lost > 0 && cpu.damage_taken > 0.0, "{cpu:?}");

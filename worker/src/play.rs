@@ -15,12 +15,13 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use shine_agent::actions::ActionSet;
 use shine_agent::model::QNet;
-use shine_agent::policy::{Dodge, Greedy, Idle, Policy, RandomPolicy};
+use shine_agent::policy::{Dodge, EpsilonGreedy, Greedy, Idle, Policy, RandomPolicy};
 use shine_agent::stats::{wilson95, Survival};
 use shine_agent::task::{EpisodeEnd, Outcome, Tally, Task};
 use shine_agent::{Env, Side};
 use shine_bridge::{Emulator, MatchSetup};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum PolicyKind {
@@ -103,6 +104,14 @@ impl std::str::FromStr for OpponentArg {
     }
 }
 
+/// `--epsilon`: a probability.
+fn parse_epsilon(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(e) if (0.0..=1.0).contains(&e) => Ok(e),
+        _ => Err(format!("{s:?}: expected a chance from 0 to 1, e.g. 0.05")),
+    }
+}
+
 #[derive(Debug, Clone, Args)]
 pub struct PlayArgs {
     /// Where the game runs.
@@ -133,6 +142,12 @@ pub struct PlayArgs {
     /// (idle, random or dodge). Default: cpu at --cpu-level.
     #[arg(long, conflicts_with = "cpu_level")]
     pub opponent: Option<OpponentArg>,
+    /// The chance that a model (the bot, and a model:FILE opponent) takes a random
+    /// macro-action instead of its greedy one, 0 to 1. Default: 0.05 when a model plays
+    /// a model (the simulator's only randomness is the CPU's: two greedy models would
+    /// play one match over and over), 0 otherwise.
+    #[arg(long, value_parser = parse_epsilon)]
+    pub epsilon: Option<f64>,
     /// Episodes to play (one minute each at most); with --human-port, matches (each
     /// played to its end).
     #[arg(long, default_value_t = 10)]
@@ -186,6 +201,11 @@ pub struct EvalArgs {
     /// Who plays the other side: cpu:LEVEL, model:FILE or policy:NAME (see `play --help`).
     #[arg(long, conflicts_with = "cpu_level")]
     pub opponent: Option<OpponentArg>,
+    /// The chance that the model (and a model:FILE opponent) takes a random macro-action
+    /// instead of its greedy one, 0 to 1. Default: 0.05 against a model opponent (two
+    /// greedy models would play one match over and over), 0 otherwise (greedy).
+    #[arg(long, value_parser = parse_epsilon)]
+    pub epsilon: Option<f64>,
     /// Seed of the first episode.
     #[arg(long, default_value_t = 1_000_000)]
     pub seed: u64,
@@ -270,12 +290,15 @@ impl PolicySpec {
         }
     }
 
-    fn build(&self, set: ActionSet) -> Box<dyn Policy> {
+    /// The policy that plays: a model greedily, or with probability `epsilon` a random
+    /// macro-action (built-in policies ignore `epsilon`).
+    pub(crate) fn build(&self, set: ActionSet, epsilon: f64) -> Box<dyn Policy> {
         match self {
             // The CPU's pads replace the bot's in the simulator; the bot idles.
             PolicySpec::Builtin(PolicyKind::Idle | PolicyKind::Cpu) => Box::new(Idle),
             PolicySpec::Builtin(PolicyKind::Random) => Box::new(RandomPolicy(set)),
             PolicySpec::Builtin(PolicyKind::Dodge) => Box::new(Dodge),
+            PolicySpec::Model(net) if epsilon > 0.0 => Box::new(EpsilonGreedy::new(Arc::new(QNet::clone(net)), epsilon)),
             PolicySpec::Model(net) => Box::new(Greedy::new(QNet::clone(net))),
         }
     }
@@ -307,20 +330,53 @@ pub struct Matches {
     pub episodes: u32,
     /// Episode `i` uses seed `seed + i`.
     pub seed: u64,
+    /// The chance that a model, the bot's or the rival's, takes a random macro-action
+    /// instead of its greedy one (0: greedy).
+    pub epsilon: f64,
 }
 
 impl Matches {
     /// Who the bot plays against, as reports say it.
     fn opponent_label(&self) -> String {
-        match &self.rival {
+        let opponent = match &self.rival {
             None => format!("CPU level {}", self.cpu_level),
             Some(r) => format!("against {}", r.label),
+        };
+        if self.epsilon > 0.0 {
+            format!("{opponent}, epsilon {}", self.epsilon)
+        } else {
+            opponent
         }
     }
 }
 
-/// Seed offset of the rival's random stream (its exploration, were it to explore).
-const RIVAL_STREAM: u64 = 0x0e11_0b07;
+/// The chance each model takes a random macro-action when a model plays a model (the
+/// default of `play` and `eval` with `--opponent model:FILE`, and the league's matches
+/// between two models). The simulator's only randomness is the scripted CPU's: two
+/// greedy models play one match over and over, whatever the seed. 0.05 is the
+/// evaluation epsilon of the DQN paper (Mnih et al., 2015).
+pub const MODEL_VS_MODEL_EPSILON: f64 = 0.05;
+
+/// `--epsilon` as asked, or its default: [`MODEL_VS_MODEL_EPSILON`] when both sides are
+/// models, else 0 (against the CPU the matches differ by its randomness).
+fn resolve_epsilon(asked: Option<f64>, bot: &PolicySpec, rival: Option<&Rival>) -> f64 {
+    let both_models = matches!(bot, PolicySpec::Model(_)) && matches!(rival.map(|r| &r.spec), Some(PolicySpec::Model(_)));
+    asked.unwrap_or(if both_models { MODEL_VS_MODEL_EPSILON } else { 0.0 })
+}
+
+/// Seed offsets of the random streams of the policies playing Fox and Marth (a random
+/// policy's moves, a model's random actions under `--epsilon`). Tied to the fighter,
+/// not to who is the bot, so two models' match is the same match whichever of them
+/// `eval` is given as the bot.
+const FOX_STREAM: u64 = 0x0005_eed0_fb07;
+const MARTH_STREAM: u64 = 0x0e11_0b07;
+
+fn stream(side: Side) -> u64 {
+    match side {
+        Side::Fox => FOX_STREAM,
+        Side::Marth => MARTH_STREAM,
+    }
+}
 
 /// Play one episode on the simulator.
 pub fn play_episode(policy: &mut dyn Policy, set: ActionSet, m: &Matches, seed: u64) -> anyhow::Result<EpisodeResult> {
@@ -330,11 +386,11 @@ pub fn play_episode(policy: &mut dyn Policy, set: ActionSet, m: &Matches, seed: 
         duel = duel.with_bot_cpu(level);
     }
     if let Some(r) = &m.rival {
-        let policy = r.spec.build(r.actions);
-        duel.seat(Opponent::Policy { policy, actions: r.actions, model_version: r.version }, seed ^ RIVAL_STREAM, false);
+        let policy = r.spec.build(r.actions, m.epsilon);
+        duel.seat(Opponent::Policy { policy, actions: r.actions, model_version: r.version }, seed ^ stream(m.side.other()), false);
     }
     let mut env = Env::new(duel, view, m.task, set);
-    run_episode(&mut env, policy, m.cpu_level, seed)
+    run_episode(&mut env, policy, m.cpu_level, seed, seed ^ stream(m.side))
 }
 
 /// `--opponent` (or `--cpu-level`) made into the matches' opponent: the CPU's level,
@@ -374,9 +430,10 @@ fn resolve_opponent(arg: Option<&OpponentArg>, cpu_level: u8, side: Side, task: 
 }
 
 /// Play one episode on any backend's environment (reset, then macro-actions until it ends).
-pub fn run_episode<E: Emulator>(env: &mut Env<E>, policy: &mut dyn Policy, cpu_level: u8, seed: u64) -> anyhow::Result<EpisodeResult> {
+/// `policy_seed` seeds the policy's random stream.
+pub fn run_episode<E: Emulator>(env: &mut Env<E>, policy: &mut dyn Policy, cpu_level: u8, seed: u64, policy_seed: u64) -> anyhow::Result<EpisodeResult> {
     let mut obs = env.reset(cpu_level, seed)?;
-    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x0005_eed0_fb07);
+    let mut rng = ChaCha8Rng::seed_from_u64(policy_seed);
     loop {
         let a = policy.act(&obs, &mut rng);
         let step = env.step(a)?;
@@ -398,7 +455,7 @@ pub fn play_many(spec: &PolicySpec, m: &Matches) -> anyhow::Result<Vec<EpisodeRe
         let handles: Vec<_> = (0..threads)
             .map(|t| {
                 s.spawn(move || {
-                    let mut policy = spec.build(set);
+                    let mut policy = spec.build(set, m.epsilon);
                     (t as u32..episodes).step_by(threads).map(|i| Ok((i, play_episode(policy.as_mut(), set, m, seed.wrapping_add(i as u64))?))).collect()
                 })
             })
@@ -533,12 +590,16 @@ pub fn play(args: PlayArgs) -> anyhow::Result<()> {
     if (args.side.is_some() || args.opponent.is_some()) && (args.backend != Backend::Sim || args.human_port.is_some()) {
         bail!("--side and --opponent play on the simulator only (in Dolphin the bot is Fox on its port against Melee's CPU or a person)");
     }
+    if args.epsilon.is_some() && (args.backend != Backend::Sim || args.human_port.is_some()) {
+        bail!("--epsilon plays on the simulator only (in Dolphin the bot plays greedily)");
+    }
     if let Some(human_port) = args.human_port {
         return play_against_person(&spec, &args, task, human_port, bot_cpu.is_some());
     }
     let side = spec.resolve_side(args.side)?;
     let (cpu_level, rival) = resolve_opponent(args.opponent.as_ref(), args.cpu_level, side, task, spec.action_set(task)?)?;
-    let m = Matches { task, side, cpu_level, rival, bot_cpu, episodes: args.episodes, seed: args.seed };
+    let epsilon = resolve_epsilon(args.epsilon, &spec, rival.as_ref());
+    let m = Matches { task, side, cpu_level, rival, bot_cpu, episodes: args.episodes, seed: args.seed, epsilon };
     let results = match args.backend {
         Backend::Sim => {
             let as_side = if side == Side::Fox { String::new() } else { format!(" as {side}") };
@@ -583,8 +644,10 @@ pub fn eval(args: EvalArgs) -> anyhow::Result<()> {
     let task = args.task.map_or_else(|| spec.default_task(), Task::from);
     let side = spec.resolve_side(args.side)?;
     let (cpu_level, rival) = resolve_opponent(args.opponent.as_ref(), args.cpu_level, side, task, spec.action_set(task)?)?;
-    let m = Matches { task, side, cpu_level, rival, bot_cpu: None, episodes: args.episodes, seed: args.seed };
-    eprintln!("evaluating model v{version} ({side}) greedily over {} episodes ({}), {}", args.episodes, task.name(), m.opponent_label());
+    let epsilon = resolve_epsilon(args.epsilon, &spec, rival.as_ref());
+    let m = Matches { task, side, cpu_level, rival, bot_cpu: None, episodes: args.episodes, seed: args.seed, epsilon };
+    let how = if epsilon > 0.0 { format!("epsilon-greedily ({epsilon})") } else { "greedily".to_string() };
+    eprintln!("evaluating model v{version} ({side}) {how} over {} episodes ({}), {}", args.episodes, task.name(), m.opponent_label());
     let results = play_many(&spec, &m)?;
     println!("{}", report(&format!("model v{version}"), &m, &results));
     Ok(())
@@ -604,7 +667,7 @@ fn play_against_person(spec: &PolicySpec, args: &PlayArgs, task: Task, human_por
     let pad = crate::versus::human_pad(&args.human_device, args.human_profile.as_deref())?;
     let dolphin = DolphinSetup::check(args.iso.as_deref(), args.dolphin.as_deref())?;
     let set = spec.action_set(task)?;
-    let mut policy = spec.build(set);
+    let mut policy = spec.build(set, 0.0);
     let results = crate::versus::play_against_person(&dolphin, setup, pad, policy.as_mut(), set, args.episodes, args.seed)?;
     let won = results.iter().filter(|r| r.bot_stocks > r.person_stocks).count();
     println!("the bot won {won} of {} matches against you", results.len());
@@ -619,10 +682,11 @@ fn play_dolphin(spec: &PolicySpec, args: &PlayArgs, task: Task) -> anyhow::Resul
     let setup = MatchSetup { cpu_level: args.cpu_level, ..MatchSetup::default() };
     let emu = dolphin.launch(setup)?;
     let mut env = Env::new(emu, setup, task, set);
-    let mut policy = spec.build(set);
+    let mut policy = spec.build(set, 0.0);
     let mut results = Vec::with_capacity(args.episodes as usize);
     for i in 0..args.episodes {
-        results.push(run_episode(&mut env, policy.as_mut(), args.cpu_level, args.seed.wrapping_add(i as u64))?);
+        let seed = args.seed.wrapping_add(i as u64);
+        results.push(run_episode(&mut env, policy.as_mut(), args.cpu_level, seed, seed ^ FOX_STREAM)?);
     }
     let stats = env.emulator().stats();
     // Skipped frames ran on a stale pad: the paper's agent suffered from them unseen.

@@ -34,6 +34,12 @@ fn figure(line: &str, key: &str) -> f64 {
     rest.trim_start().split([' ', ',', ';']).next().unwrap().parse().unwrap_or_else(|e| panic!("{key:?} in {line:?}: {e}"))
 }
 
+/// The spread after `key`'s figure: "damage dealt 184.0 +/- 3.5 %" -> 3.5.
+fn spread(line: &str, key: &str) -> f64 {
+    let rest = &line[line.find(key).unwrap_or_else(|| panic!("{key:?} in {line:?}"))..];
+    figure(rest, "+/-")
+}
+
 #[test]
 fn a_fight_model_is_evaluated_on_the_fight_task() {
     let dir = tempfile::tempdir().unwrap();
@@ -94,17 +100,29 @@ fn a_marth_model_plays_marth_against_a_fox_model_or_the_cpu() {
     let dir = tempfile::tempdir().unwrap();
     let marth = side_model_file(dir.path(), ActionSet::Fight, Side::Marth, 6);
     let fox = side_model_file(dir.path(), ActionSet::Fight, Side::Fox, 9);
-    let (ok, out, err) = run(&["eval", "--model", &marth, "--opponent", &format!("model:{fox}"), "--episodes", "4"]);
+    let (ok, out, err) = run(&["eval", "--model", &marth, "--opponent", &format!("model:{fox}"), "--episodes", "6"]);
     assert!(ok, "{err}");
+    assert!(err.contains("epsilon-greedily (0.05)"), "{err}");
     let line = out.lines().last().unwrap();
-    assert!(line.starts_with("model v6 as marth, fight, against model v9 (fox): won "), "{line}");
-    // The same matches seen from the other side: its wins are the Marth model's losses.
-    let (ok, out2, err) = run(&["eval", "--model", &fox, "--opponent", &format!("model:{marth}"), "--episodes", "4"]);
+    assert!(line.starts_with("model v6 as marth, fight, against model v9 (fox), epsilon 0.05: won "), "{line}");
+    // The same matches seen from the other side (each fighter's random actions drawn
+    // from its own stream): its wins are the Marth model's losses.
+    let (ok, out2, err) = run(&["eval", "--model", &fox, "--opponent", &format!("model:{marth}"), "--episodes", "6"]);
     assert!(ok, "{err}");
     let line2 = out2.lines().last().unwrap();
-    assert!(line2.starts_with("model v9, fight, against model v6 (marth): won "), "{line2}");
-    assert_eq!(figure(line, "won") / 100.0 * 4.0, figure(line2, "lost"), "{line} / {line2}");
+    assert!(line2.starts_with("model v9, fight, against model v6 (marth), epsilon 0.05: won "), "{line2}");
+    assert_eq!((figure(line, "won") / 100.0 * 6.0).round(), figure(line2, "lost"), "{line} / {line2}");
     assert_eq!(figure(line, "damage dealt"), figure(line2, "damage taken"), "{line} / {line2}");
+    // Greedy against greedy, the simulator plays one match six times: nothing varies.
+    // With the default epsilon the matches differ.
+    let (ok, greedy, err) = run(&["eval", "--model", &fox, "--opponent", &format!("model:{marth}"), "--episodes", "6", "--epsilon", "0"]);
+    assert!(ok, "{err}");
+    let greedy = greedy.lines().last().unwrap();
+    assert!(greedy.starts_with("model v9, fight, against model v6 (marth): won "), "{greedy}");
+    assert_eq!(spread(greedy, "damage dealt") + spread(greedy, "damage taken"), 0.0, "{greedy}");
+    assert!(spread(line2, "damage dealt") + spread(line2, "damage taken") > 0.0, "{line2}");
+    let (ok, _, err) = run(&["eval", "--model", &fox, "--opponent", &format!("model:{marth}"), "--epsilon", "1.5"]);
+    assert!(!ok && err.contains("expected a chance from 0 to 1"), "{err}");
 
     // Against the scripted CPU, which then plays Fox.
     let (ok, out, err) = run(&["eval", "--model", &marth, "--opponent", "cpu:5", "--episodes", "2"]);
