@@ -63,6 +63,18 @@ impl DolphinSetup {
         Dolphin::launch(cfg).context("starting Dolphin (run `shine-worker doctor` to check the setup)")
     }
 
+    /// Start one Dolphin for matches against an opponent bot: a second pipe on
+    /// `setup.opponent_port`, its port a human one with Marth (`crate::duel::DolphinDuel`
+    /// plays it).
+    pub fn launch_against_bot(&self, setup: MatchSetup) -> anyhow::Result<Dolphin> {
+        let mut cfg = DolphinConfig::melee(&self.iso, setup);
+        cfg.executable = self.executable.clone();
+        if let Game::Melee(goal) = &mut cfg.game {
+            goal.opponent = Opponent::Bot;
+        }
+        Dolphin::launch(cfg).context("starting Dolphin (run `shine-worker doctor` to check the setup)")
+    }
+
     /// Start one Dolphin for matches against a person on `setup.opponent_port` with
     /// `pad`, in a window at real-time speed (the bot's port is still a pipe).
     pub fn launch_against_person(&self, setup: MatchSetup, pad: HumanPad) -> anyhow::Result<Dolphin> {

@@ -1,7 +1,8 @@
 //! The simulator with a bot on either side: the bot plays Fox or Marth
 //! ([`Side`]), and the other fighter is played by the simulator's scripted CPU or by a
 //! second policy through its own pad (a model, or a built-in policy), seeing the match
-//! from its own side as the bot does.
+//! from its own side as the bot does. [`DolphinDuel`] seats such a policy on the
+//! opponent's port of a real Melee, through that port's pipe.
 //!
 //! [`Duel`] is an [`Emulator`] whose setup is the bot's view of the match
 //! ([`Side::view`]), so `shine_agent::Env` plays it unchanged: the state, the reward
@@ -17,7 +18,9 @@ use shine_agent::actions::{ActionSet, NOTHING};
 use shine_agent::policy::Policy;
 use shine_agent::task::{Episode, EpisodeEnd, Task};
 use shine_agent::{Observation, Side, StateReader, STATE_DIM};
+use shine_bridge::dolphin::{Dolphin, DolphinError};
 use shine_bridge::pad::Pad;
+use shine_bridge::ram::{RamError, RamView};
 use shine_bridge::sim::{Sim, SimError};
 use shine_bridge::{Emulator, MatchSetup};
 
@@ -64,6 +67,41 @@ pub struct Seat {
 }
 
 impl Seat {
+    /// `policy` on the side `view` describes (its own port as `agent_port`), its random
+    /// stream seeded with `seed`; with `record` it keeps its transitions.
+    fn new(opponent: Opponent, task: Task, view: MatchSetup, seed: u64, record: bool) -> Option<Seat> {
+        match opponent {
+            Opponent::Cpu => None,
+            Opponent::Policy { policy, actions, model_version } => Some(Seat {
+                policy,
+                actions,
+                model_version,
+                task,
+                view,
+                reader: StateReader::new(),
+                rng: ChaCha8Rng::seed_from_u64(seed),
+                obs: None,
+                episode: None,
+                script: &[],
+                next_frame: 0,
+                playing: None,
+                over: false,
+                record,
+                moves: Vec::new(),
+            }),
+        }
+    }
+
+    /// A fresh match seen from `view`: nothing in play, nothing recorded; its first
+    /// frame read from `ram`.
+    fn restart(&mut self, view: MatchSetup, ram: RamView) -> Result<(), RamError> {
+        self.view = view;
+        self.reader.reset();
+        (self.obs, self.episode, self.script, self.next_frame, self.playing, self.over) = (None, None, &[], 0, None, false);
+        self.moves.clear();
+        self.observe(ram)
+    }
+
     /// The pad for this frame: the macro in play, or the first pad of a new decision.
     fn pad(&mut self) -> Pad {
         if self.next_frame >= self.script.len() && !self.over {
@@ -82,8 +120,8 @@ impl Seat {
 
     /// Read the frame just played; account its reward; close the macro when it has
     /// played out or the match ended.
-    fn observe(&mut self, sim: &Sim) -> Result<(), SimError> {
-        let obs = self.reader.read(sim.ram(), &self.view)?;
+    fn observe(&mut self, ram: RamView) -> Result<(), RamError> {
+        let obs = self.reader.read(ram, &self.view)?;
         self.obs = Some(obs);
         let Some(episode) = self.episode.as_mut() else {
             self.episode = Some(Episode::new(self.task, &obs));
@@ -144,26 +182,7 @@ impl Duel {
     /// Who plays the other side from the next reset on. With `record`, the seat keeps
     /// its transitions for [`Duel::take_moves`].
     pub fn seat(&mut self, opponent: Opponent, seed: u64, record: bool) {
-        self.seat = match opponent {
-            Opponent::Cpu => None,
-            Opponent::Policy { policy, actions, model_version } => Some(Seat {
-                policy,
-                actions,
-                model_version,
-                task: self.task,
-                view: self.seat_view(self.view),
-                reader: StateReader::new(),
-                rng: ChaCha8Rng::seed_from_u64(seed),
-                obs: None,
-                episode: None,
-                script: &[],
-                next_frame: 0,
-                playing: None,
-                over: false,
-                record,
-                moves: Vec::new(),
-            }),
-        };
+        self.seat = Seat::new(opponent, self.task, self.seat_view(self.view), seed, record);
     }
 
     pub fn side(&self) -> Side {
@@ -239,11 +258,7 @@ impl Emulator for Duel {
         self.arrange(view, seed)?;
         let seat_view = self.seat_view(view);
         if let Some(seat) = self.seat.as_mut() {
-            seat.view = seat_view;
-            seat.reader.reset();
-            (seat.obs, seat.episode, seat.script, seat.next_frame, seat.playing, seat.over) = (None, None, &[], 0, None, false);
-            seat.moves.clear();
-            seat.observe(&self.sim)?;
+            seat.restart(seat_view, self.sim.ram())?;
         }
         Ok(())
     }
@@ -262,7 +277,7 @@ impl Emulator for Duel {
             self.sim.step_both(&fox, &marth)?;
         }
         match self.seat.as_mut() {
-            Some(seat) => seat.observe(&self.sim),
+            Some(seat) => Ok(seat.observe(self.sim.ram())?),
             None => Ok(()),
         }
     }
@@ -273,6 +288,59 @@ impl Emulator for Duel {
 
     fn setup(&self) -> MatchSetup {
         self.view
+    }
+}
+
+/// Real Melee with a policy on the opponent's port ([`shine_bridge::dolphin::menu::Opponent::Bot`]):
+/// the bot plays Fox through its pipe, the seated policy Marth through the opponent
+/// port's, each reading the match from its own port.
+pub struct DolphinDuel {
+    dolphin: Dolphin,
+    seat: Seat,
+    stream: u64,
+}
+
+impl DolphinDuel {
+    /// `dolphin` must have been launched against an opponent bot (two pipes, the
+    /// opponent's port a human one); `opponent` is the policy. Each match reseeds its
+    /// random stream with the reset's seed XOR `stream`, as a fresh [`Duel`] seat would
+    /// be seeded for that match.
+    pub fn new(dolphin: Dolphin, opponent: Opponent, task: Task, stream: u64) -> Result<DolphinDuel, String> {
+        let view = Side::Marth.view(dolphin.setup());
+        let seat = Seat::new(opponent, task, view, stream, false).ok_or("the opponent bot's port needs a policy (Melee's CPU plays without one)")?;
+        Ok(DolphinDuel { dolphin, seat, stream })
+    }
+
+    pub fn dolphin(&self) -> &Dolphin {
+        &self.dolphin
+    }
+}
+
+impl Emulator for DolphinDuel {
+    type Error = DolphinError;
+
+    fn reset(&mut self, setup: MatchSetup, seed: u64) -> Result<(), DolphinError> {
+        self.dolphin.reset(setup, seed)?;
+        self.seat.rng = ChaCha8Rng::seed_from_u64(seed ^ self.stream);
+        Ok(self.seat.restart(Side::Marth.view(setup), self.dolphin.ram())?)
+    }
+
+    fn step(&mut self, pad: &Pad) -> Result<(), DolphinError> {
+        let theirs = self.seat.pad();
+        self.dolphin.step_both(pad, &theirs)?;
+        Ok(self.seat.observe(self.dolphin.ram())?)
+    }
+
+    fn ram(&self) -> RamView<'_> {
+        self.dolphin.ram()
+    }
+
+    fn setup(&self) -> MatchSetup {
+        self.dolphin.setup()
+    }
+
+    fn skipped_frames(&self) -> u64 {
+        self.dolphin.skipped_frames()
     }
 }
 

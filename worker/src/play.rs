@@ -8,7 +8,7 @@
 //! very same matches.
 
 use crate::backend::{Backend, DolphinSetup};
-use crate::duel::{Duel, Opponent};
+use crate::duel::{Duel, DolphinDuel, Opponent};
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use rand::SeedableRng;
@@ -133,19 +133,20 @@ pub struct PlayArgs {
     /// CPU opponent level, 1 to 9 (the same as --opponent cpu:LEVEL).
     #[arg(long, default_value_t = 9, value_parser = clap::value_parser!(u8).range(1..=9))]
     pub cpu_level: u8,
-    /// The fighter the bot plays, on the simulator (default: the model's side; fox for
-    /// built-in policies).
+    /// The fighter the bot plays (default: the model's side; fox for built-in
+    /// policies). In Dolphin the bot plays Fox.
     #[arg(long, value_enum)]
     pub side: Option<SideArg>,
-    /// Who plays the other side, on the simulator: cpu:LEVEL (the scripted CPU),
-    /// model:FILE (a model trained for the other side, played greedily) or policy:NAME
-    /// (idle, random or dodge). Default: cpu at --cpu-level.
+    /// Who plays the other side: cpu:LEVEL (the scripted CPU; Melee's in Dolphin),
+    /// model:FILE (a model trained for the other side) or policy:NAME (idle, random or
+    /// dodge). In Dolphin a model or policy plays Marth on the opponent's port through
+    /// a pipe of its own. Default: cpu at --cpu-level.
     #[arg(long, conflicts_with = "cpu_level")]
     pub opponent: Option<OpponentArg>,
     /// The chance that a model (the bot, and a model:FILE opponent) takes a random
     /// macro-action instead of its greedy one, 0 to 1. Default: 0.05 when a model plays
     /// a model (the simulator's only randomness is the CPU's: two greedy models would
-    /// play one match over and over), 0 otherwise.
+    /// play one match over and over), 0 otherwise. Not with --human-port.
     #[arg(long, value_parser = parse_epsilon)]
     pub epsilon: Option<f64>,
     /// Episodes to play (one minute each at most); with --human-port, matches (each
@@ -587,16 +588,16 @@ pub fn play(args: PlayArgs) -> anyhow::Result<()> {
     };
     let task = args.task.map_or_else(|| spec.default_task(), Task::from);
     let bot_cpu = (args.model.is_none() && args.policy == PolicyKind::Cpu).then_some(args.bot_level);
-    if (args.side.is_some() || args.opponent.is_some()) && (args.backend != Backend::Sim || args.human_port.is_some()) {
-        bail!("--side and --opponent play on the simulator only (in Dolphin the bot is Fox on its port against Melee's CPU or a person)");
-    }
-    if args.epsilon.is_some() && (args.backend != Backend::Sim || args.human_port.is_some()) {
-        bail!("--epsilon plays on the simulator only (in Dolphin the bot plays greedily)");
+    if args.human_port.is_some() && (args.side.is_some() || args.opponent.is_some() || args.epsilon.is_some()) {
+        bail!("--side, --opponent and --epsilon do not go with --human-port: against a person the bot plays Fox greedily, and the person is the opponent");
     }
     if let Some(human_port) = args.human_port {
         return play_against_person(&spec, &args, task, human_port, bot_cpu.is_some());
     }
     let side = spec.resolve_side(args.side)?;
+    if args.backend == Backend::Dolphin && side != Side::Fox {
+        bail!("in Dolphin the bot plays Fox (so far), and this one plays {side}: a {side} model plays there as the opponent, --opponent model:FILE beside a Fox --model");
+    }
     let (cpu_level, rival) = resolve_opponent(args.opponent.as_ref(), args.cpu_level, side, task, spec.action_set(task)?)?;
     let epsilon = resolve_epsilon(args.epsilon, &spec, rival.as_ref());
     let m = Matches { task, side, cpu_level, rival, bot_cpu, episodes: args.episodes, seed: args.seed, epsilon };
@@ -610,8 +611,12 @@ pub fn play(args: PlayArgs) -> anyhow::Result<()> {
             bail!("--policy cpu runs on the simulator only (in Dolphin, Melee's own CPU would need a controller port of its own)")
         }
         Backend::Dolphin => {
-            eprintln!("playing {} episodes ({}) of {label} against the level-{} CPU in Dolphin", args.episodes, task.name(), args.cpu_level);
-            play_dolphin(&spec, &args, task)?
+            let against = match &m.rival {
+                None => format!("the level-{} CPU", m.cpu_level),
+                Some(r) => format!("{} on the opponent's port", r.label),
+            };
+            eprintln!("playing {} episodes ({}) of {label} against {against} in Dolphin", args.episodes, task.name());
+            play_dolphin(&spec, &args, &m)?
         }
     };
     if !args.quiet {
@@ -675,20 +680,25 @@ fn play_against_person(spec: &PolicySpec, args: &PlayArgs, task: Task, human_por
 }
 
 /// Play the episodes in one Dolphin, one after the other (a match per episode: the
-/// backend's reset quits the last one and goes through the menus).
-fn play_dolphin(spec: &PolicySpec, args: &PlayArgs, task: Task) -> anyhow::Result<Vec<EpisodeResult>> {
+/// backend's reset quits the last one and goes through the menus); against Melee's CPU,
+/// or against `m.rival` on the opponent's port through its own pipe.
+fn play_dolphin(spec: &PolicySpec, args: &PlayArgs, m: &Matches) -> anyhow::Result<Vec<EpisodeResult>> {
     let dolphin = DolphinSetup::check(args.iso.as_deref(), args.dolphin.as_deref())?;
-    let set = spec.action_set(task)?;
-    let setup = MatchSetup { cpu_level: args.cpu_level, ..MatchSetup::default() };
-    let emu = dolphin.launch(setup)?;
-    let mut env = Env::new(emu, setup, task, set);
-    let mut policy = spec.build(set, 0.0);
-    let mut results = Vec::with_capacity(args.episodes as usize);
-    for i in 0..args.episodes {
-        let seed = args.seed.wrapping_add(i as u64);
-        results.push(run_episode(&mut env, policy.as_mut(), args.cpu_level, seed, seed ^ FOX_STREAM)?);
-    }
-    let stats = env.emulator().stats();
+    let set = spec.action_set(m.task)?;
+    let setup = MatchSetup { cpu_level: m.cpu_level, ..MatchSetup::default() };
+    let mut policy = spec.build(set, m.epsilon);
+    let (results, stats) = match &m.rival {
+        None => {
+            let mut env = Env::new(dolphin.launch(setup)?, setup, m.task, set);
+            (episodes_of(&mut env, policy.as_mut(), m)?, env.emulator().stats())
+        }
+        Some(r) => {
+            let opponent = Opponent::Policy { policy: r.spec.build(r.actions, m.epsilon), actions: r.actions, model_version: r.version };
+            let duel = DolphinDuel::new(dolphin.launch_against_bot(setup)?, opponent, m.task, stream(Side::Marth)).map_err(anyhow::Error::msg)?;
+            let mut env = Env::new(duel, setup, m.task, set);
+            (episodes_of(&mut env, policy.as_mut(), m)?, env.emulator().dolphin().stats())
+        }
+    };
     // Skipped frames ran on a stale pad: the paper's agent suffered from them unseen.
     eprintln!(
         "dolphin: {} frames, {} skipped ({:.2} %), {} launch(es)",
@@ -698,4 +708,14 @@ fn play_dolphin(spec: &PolicySpec, args: &PlayArgs, task: Task) -> anyhow::Resul
         stats.launches
     );
     Ok(results)
+}
+
+/// `m`'s episodes, one after the other, on one environment.
+fn episodes_of<E: Emulator>(env: &mut Env<E>, policy: &mut dyn Policy, m: &Matches) -> anyhow::Result<Vec<EpisodeResult>> {
+    (0..m.episodes)
+        .map(|i| {
+            let seed = m.seed.wrapping_add(i as u64);
+            run_episode(env, policy, m.cpu_level, seed, seed ^ stream(Side::Fox))
+        })
+        .collect()
 }

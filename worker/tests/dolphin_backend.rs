@@ -11,6 +11,8 @@
 mod procs;
 
 use procs::*;
+use shine_agent::actions::ActionSet;
+use shine_agent::Side;
 use std::process::Command;
 use std::time::Duration;
 
@@ -36,6 +38,43 @@ fn play_through_the_dolphin_backend_equals_the_simulator() {
     assert_eq!(episodes(&sim_out).len(), 4, "{sim_out}");
     assert_eq!(episodes(&dolphin_out), episodes(&sim_out), "same seeds, same episodes, whichever backend");
     assert!(err.contains("dolphin:") && err.contains("skipped"), "skipped frames are reported: {err}");
+}
+
+#[test]
+fn a_marth_model_plays_the_opponents_port_through_its_own_pipe_as_on_the_simulator() {
+    // A Fox model against a Marth model (each taking a random action 5 % of the time,
+    // the default for two models): the peer's match drives Marth from the opponent
+    // port's pipe, so every episode is the simulator's with the same seeds.
+    let peer = peer();
+    let dir = tempfile::tempdir().unwrap();
+    let fox = side_model_file(dir.path(), ActionSet::Fight, Side::Fox, 9);
+    let marth = side_model_file(dir.path(), ActionSet::Fight, Side::Marth, 6);
+    let scenario = dir.path().join("melee.scenario");
+    std::fs::write(&scenario, "seed = 11\nstocks = 2\n").unwrap();
+    let opponent = format!("model:{marth}");
+    let common = ["play", "--model", &fox, "--opponent", &opponent, "--episodes", "3", "--seed", "11"];
+    let (ok, sim_out, err) = run(&common);
+    assert!(ok, "{err}");
+    let mut args = common.to_vec();
+    args.extend(["--backend", "dolphin", "--dolphin", peer.to_str().unwrap(), "--iso", scenario.to_str().unwrap()]);
+    let (ok, dolphin_out, err) = run(&args);
+    assert!(ok, "{err}");
+    assert!(err.contains("against model v6 (marth) on the opponent's port in Dolphin"), "{err}");
+    let episodes = |s: &str| s.lines().filter(|l| l.starts_with("episode")).map(str::to_string).collect::<Vec<_>>();
+    assert_eq!(episodes(&sim_out).len(), 3, "{sim_out}");
+    assert_eq!(episodes(&dolphin_out), episodes(&sim_out), "same seeds, same episodes:\n{sim_out}\n{dolphin_out}");
+    let last = |s: &str| s.lines().last().unwrap().to_string();
+    assert!(last(&dolphin_out).contains("against model v6 (marth), epsilon 0.05: won "), "{dolphin_out}");
+    // Against the CPU the same Fox plays other matches: the pipe, not Melee's CPU, played Marth.
+    let (ok, cpu_out, err) = run(&["play", "--model", &fox, "--episodes", "3", "--seed", "11"]);
+    assert!(ok, "{err}");
+    assert_ne!(episodes(&cpu_out), episodes(&sim_out), "{cpu_out}");
+    // What cannot be played there is refused before Dolphin starts.
+    let iso = scenario.to_str().unwrap();
+    let (ok, _, err) = run(&["play", "--backend", "dolphin", "--iso", iso, "--model", &marth, "--opponent", &format!("model:{fox}")]);
+    assert!(!ok && err.contains("in Dolphin the bot plays Fox"), "{err}");
+    let (ok, _, err) = run(&["play", "--backend", "dolphin", "--iso", iso, "--model", &fox, "--opponent", &format!("model:{fox}")]);
+    assert!(!ok && err.contains("the opponent model") && err.contains("plays fox"), "{err}");
 }
 
 #[test]

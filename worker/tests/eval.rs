@@ -2,13 +2,12 @@
 //! task, wins, stocks and damage for the fight task, and the scripted CPU on the bot's
 //! side as a baseline.
 
-use rand::SeedableRng;
+mod procs;
+
+use procs::{side_model_file, WORKER};
 use shine_agent::actions::ActionSet;
-use shine_agent::model::{random_weights, save, ModelMeta};
 use shine_agent::Side;
 use std::process::Command;
-
-const WORKER: &str = env!("CARGO_BIN_EXE_shine-worker");
 
 fn run(args: &[&str]) -> (bool, String, String) {
     let out = Command::new(WORKER).args(args).env_remove("RUST_BACKTRACE").output().unwrap();
@@ -17,15 +16,6 @@ fn run(args: &[&str]) -> (bool, String, String) {
 
 fn model_file(dir: &std::path::Path, set: ActionSet) -> String {
     side_model_file(dir, set, Side::Fox, 4)
-}
-
-fn side_model_file(dir: &std::path::Path, set: ActionSet, side: Side, version: u64) -> String {
-    let mut meta = ModelMeta::new(set.name(), set.len()).with_side(side);
-    meta.model_version = version;
-    let weights = random_weights(&meta, &mut rand_chacha::ChaCha8Rng::seed_from_u64(version));
-    let path = dir.join(format!("{}-{side}-v{version}.safetensors", set.name()));
-    std::fs::write(&path, save(&meta, &weights).unwrap()).unwrap();
-    path.to_str().unwrap().to_string()
 }
 
 /// The numbers after `key` in a report line, e.g. "won 12.5 % (1/8)" -> 12.5.
@@ -164,5 +154,6 @@ fn an_opponent_of_the_wrong_side_or_action_set_is_refused() {
     refused(&["eval", "--model", &fox, "--opponent", "model:/nonexistent.safetensors"], "reading the model file /nonexistent.safetensors");
     refused(&["eval", "--model", &fox, "--opponent", "cpu:3", "--cpu-level", "3"], "cannot be used with");
     refused(&["play", "--task", "fight", "--policy", "random", "--opponent", "policy:dodge"], "--policy dodge plays the untouchable task only");
-    refused(&["play", "--backend", "dolphin", "--policy", "random", "--side", "marth"], "--side and --opponent play on the simulator only");
+    refused(&["play", "--backend", "dolphin", "--policy", "random", "--side", "marth"], "in Dolphin the bot plays Fox");
+    refused(&["play", "--backend", "dolphin", "--human-port", "1", "--policy", "random", "--opponent", "cpu:3"], "do not go with --human-port");
 }

@@ -15,6 +15,9 @@
 //!   the level asked, and lets go;
 //! - against a person ([`Opponent::Human`]) there is no second hand: their port is
 //!   theirs, and they pick their own character;
+//! - against a second bot on its own pipe ([`Opponent::Bot`], a model playing the other
+//!   side) that port's hand does what the bot's does: its coin on the opponent's
+//!   character (default Marth), its port a human one;
 //! - with everything read back from RAM as set, the bot's hand presses START once the
 //!   "ready to fight" banner is shown; on stage select it picks Final Destination.
 //!
@@ -44,6 +47,9 @@ pub enum Opponent {
     /// A person on their own controller: the navigator never drives that port, waits
     /// for their coin, and accepts whichever character they pick.
     Human,
+    /// A second bot on its own pipe, as [`MenuGoal::cpu_character`] on a human (HMN)
+    /// slot: its own hand sets it up as the bot's hand does.
+    Bot,
 }
 
 impl Opponent {
@@ -52,6 +58,7 @@ impl Opponent {
         match self {
             Opponent::Cpu => "CPU",
             Opponent::Human => "human",
+            Opponent::Bot => "opponent bot",
         }
     }
 }
@@ -64,6 +71,8 @@ pub struct MenuGoal {
     pub opponent: Opponent,
     pub cpu_level: u8,
     pub agent_character: Character,
+    /// The opponent's character when the navigator picks it (a CPU's or an opponent
+    /// bot's).
     pub cpu_character: Character,
     /// Stage cursor target on the stage-select screen.
     pub stage: (f32, f32),
@@ -83,8 +92,8 @@ impl Default for MenuGoal {
     }
 }
 
-/// One frame's pads: the bot's port and the CPU's port, each on its own pipe (against
-/// a person, `cpu` goes nowhere).
+/// One frame's pads: the bot's port and the opponent's port (the CPU's or an opponent
+/// bot's), each on its own pipe (against a person, `cpu` goes nowhere).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Pads {
     pub agent: Pad,
@@ -112,6 +121,8 @@ pub enum Task {
     CpuCoin,
     CpuToggle,
     CpuLevel,
+    OpponentCoin,
+    OpponentToggle,
     Start,
     StageSelect,
     MatchStart,
@@ -130,6 +141,8 @@ impl Task {
             Task::CpuCoin => "character select: the CPU port's hand placing its coin",
             Task::CpuToggle => "character select: the CPU port's hand switching its port to CPU",
             Task::CpuLevel => "character select: the CPU port's hand setting the level slider",
+            Task::OpponentCoin => "character select: the opponent bot's hand placing its coin",
+            Task::OpponentToggle => "character select: the opponent bot's hand switching its own port to human (HMN)",
             Task::Start => "character select: START once the ready banner shows (against a person: once they have placed their coin)",
             Task::StageSelect => "stage select: moving to the stage, A",
             Task::MatchStart => "waiting for both fighters to enter the match",
@@ -144,10 +157,10 @@ impl Task {
             Task::MainMenu => "the submenu byte 0x804A04F0 and the selection byte 0x804A04F3 (VS mode is item 1 of submenu 0, Melee item 0 of submenu 2)",
             Task::QuitMatch => "pause must be on in the match rules (the quit needs it); the pad reaches the game (doctor's pipe check)",
             Task::Results => "START must reach the game on the bot's port",
-            Task::AgentCoin | Task::CpuCoin => {
+            Task::AgentCoin | Task::CpuCoin | Task::OpponentCoin => {
                 "the hand pointer 0x804A0BC0 + 4 per port (state at +5, what it grabs at +6, x/y at +0x0C/+0x10), the slot's character byte 0x803F0E0A + 0x24 per port (icon order, 0x19 none), and the icon grid in characters.rs; all characters must be unlocked"
             }
-            Task::AgentToggle | Task::CpuToggle => {
+            Task::AgentToggle | Task::CpuToggle | Task::OpponentToggle => {
                 "the slot type byte 0x803F0E07 + 0x24 per port (0 human, 1 CPU, 3 off) and the HMN/CPU toggle position in css.rs; the toggle ignores a hand that grabs something; the CPU port needs its own pipe"
             }
             Task::CpuLevel => "the level byte 0x8048082F + 0x24 per port, the hand's grab byte (+6: 4 + port while it holds that port's slider), and the slider position in css.rs",
@@ -396,6 +409,9 @@ impl Navigator {
         let cpu_step = match g.opponent {
             Opponent::Cpu => self.cpu_slot(css::port(ram, g.opponent_port)?, g.opponent_port),
             Opponent::Human => None, // their hand is theirs
+            Opponent::Bot => self.bot_slot(css::port(ram, g.opponent_port)?, g.opponent_port, g.cpu_character).map(|(pad, task)| {
+                (pad, if task == Task::AgentToggle { Task::OpponentToggle } else { Task::OpponentCoin })
+            }),
         };
         let pads = Pads { agent: agent.map_or(Pad::NEUTRAL, |a| a.0), cpu: cpu_step.map_or(Pad::NEUTRAL, |c| c.0) };
         Ok(match (agent, cpu_step) {
@@ -826,6 +842,39 @@ mod tests {
         // In game they play Luigi: that is theirs to choose.
         let mut s = Screenshot::new(scene::MAJOR_VS, scene::IN_GAME);
         s.fighters(action::WAIT, [FOX, LUIGI]);
+        assert_eq!(Navigator::new(g, false).next(s.view()).unwrap(), MenuStep::Done);
+    }
+
+    #[test]
+    fn an_opponent_bot_places_its_own_coin_on_marth_and_keeps_its_port_human() {
+        let g = MenuGoal { opponent: Opponent::Bot, ..goal() };
+        // Its port starts as a CPU, its hand open over Luigi: the toggle first (to HMN),
+        // never the level slider.
+        let mut s = Screenshot::css();
+        s.hand(1, FOX.icon_centre(), H::Open).slot(1, SlotType::Human, FOX.icon, 0);
+        s.hand(0, LUIGI.icon_centre(), H::Open).slot(0, SlotType::Cpu, LUIGI.icon, 3);
+        let mut nav = Navigator::new(g, false);
+        let (pads, task) = press(nav.next(s.view()).unwrap());
+        assert_eq!(task, Task::OpponentToggle);
+        assert_eq!(pads.agent, Pad::NEUTRAL, "the bot's coin is down: its hand rests");
+        s.hand(0, css::toggle(0), H::Open);
+        assert!(tapped(&two(&mut nav, &s), Button::A, false), "A on its own toggle");
+        // Human now, its coin down on Luigi: B calls it back over Marth, then A.
+        s.slot(0, SlotType::Human, LUIGI.icon, 3).hand(0, MARTH.icon_centre(), H::Open);
+        let steps = two(&mut nav, &s);
+        assert!(steps.iter().all(|(_, t)| *t == Task::OpponentCoin) && tapped(&steps, Button::B, false), "{steps:?}");
+        s.hand(0, MARTH.icon_centre(), H::Coin).slot(0, SlotType::Human, NONE, 3);
+        assert!(tapped(&two(&mut nav, &s), Button::A, false));
+        // Down on Marth, still human (its level untouched): START once the banner shows.
+        s.hand(0, MARTH.icon_centre(), H::Open).slot(0, SlotType::Human, MARTH.icon, 3);
+        s.w().set_u8(css::READY_BANNER, css::READY_SHOWN).unwrap();
+        let steps = two(&mut nav, &s);
+        assert!(steps.iter().all(|(p, t)| *t == Task::Start && p.cpu == Pad::NEUTRAL) && tapped(&steps, Button::Start, true), "{steps:?}");
+        // In game it must be Marth, as a CPU must.
+        let mut s = Screenshot::new(scene::MAJOR_VS, scene::IN_GAME);
+        s.fighters(action::WAIT, [FOX, LUIGI]);
+        assert!(matches!(Navigator::new(g, false).next(s.view()), Err(MenuError::WrongCharacters { .. })));
+        s.fighters(action::WAIT, [FOX, MARTH]);
         assert_eq!(Navigator::new(g, false).next(s.view()).unwrap(), MenuStep::Done);
     }
 

@@ -25,6 +25,8 @@
 //! the CPU's pipe gets a neutral pad and `FLUSH` every frame too, so a Dolphin that
 //! blocks on every pipe is never left waiting on it. Against a person ([`menu::Opponent::Human`]) only the bot's port is a
 //! pipe: the person's port is mapped to their own controller ([`userdir::HumanPad`]).
+//! Against an opponent bot ([`menu::Opponent::Bot`], a model playing the other side)
+//! its port's pipe carries its pads ([`Dolphin::step_both`]).
 //!
 //! Timing: upstream Dolphin does not wait for input. [`Dolphin::step`] writes the pads,
 //! then waits for the frame counter to move; if it moved by more than one, the frames
@@ -424,10 +426,10 @@ impl MenuTrace<'_> {
 }
 
 /// The ports Shine drives through pipes: the bot's, and for Melee against a CPU the
-/// CPU's (its hand sets it up on the menus).
+/// CPU's (its hand sets it up on the menus), against an opponent bot that bot's.
 fn driven_ports(cfg: &DolphinConfig) -> Vec<usize> {
     match cfg.game {
-        Game::Melee(goal) if goal.opponent == menu::Opponent::Cpu => vec![cfg.setup.agent_port, cfg.setup.opponent_port],
+        Game::Melee(goal) if matches!(goal.opponent, menu::Opponent::Cpu | menu::Opponent::Bot) => vec![cfg.setup.agent_port, cfg.setup.opponent_port],
         Game::Melee(_) | Game::Homebrew => vec![cfg.setup.agent_port],
     }
 }
@@ -577,6 +579,17 @@ pub fn parse_watcher_datagram(data: &[u8], want: u32) -> Option<u32> {
         }
     }
     None
+}
+
+impl Dolphin {
+    /// One frame of play with the bot's pad and the opponent bot's
+    /// ([`menu::Opponent::Bot`]), each through its own port's pipe; as
+    /// [`Emulator::step`] otherwise.
+    pub fn step_both(&mut self, agent: &Pad, opponent: &Pad) -> Result<(), DolphinError> {
+        self.played = true;
+        self.stats.skipped += self.step_pads(&[*agent, *opponent], self.cfg.frame_timeout)?;
+        Ok(())
+    }
 }
 
 impl Emulator for Dolphin {

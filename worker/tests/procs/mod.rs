@@ -251,3 +251,15 @@ pub fn peer() -> PathBuf {
     assert!(status.success(), "building shine-dolphin-peer failed");
     target.join("shine-dolphin-peer")
 }
+
+/// A model file with random weights (seeded by `version`) for `set`, playing `side`,
+/// in `dir`; its path.
+pub fn side_model_file(dir: &Path, set: shine_agent::actions::ActionSet, side: shine_agent::Side, version: u64) -> String {
+    use rand::SeedableRng;
+    let mut meta = shine_agent::model::ModelMeta::new(set.name(), set.len()).with_side(side);
+    meta.model_version = version;
+    let weights = shine_agent::model::random_weights(&meta, &mut rand_chacha::ChaCha8Rng::seed_from_u64(version));
+    let path = dir.join(format!("{}-{side}-v{version}.safetensors", set.name()));
+    std::fs::write(&path, shine_agent::model::save(&meta, &weights).unwrap()).unwrap();
+    path.to_str().unwrap().to_string()
+}

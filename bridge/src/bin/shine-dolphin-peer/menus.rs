@@ -133,6 +133,8 @@ pub struct Menus {
     matches: u64,
     /// The characters of the match on (bot's port, CPU's port), for the fighter ids.
     cast: Option<[(usize, u8); 2]>,
+    /// Whether the match's opponent is an opponent bot's pipe (else the simulator's CPU).
+    piped_rival: bool,
 }
 
 fn deflection(v: f32) -> f32 {
@@ -165,7 +167,7 @@ impl Menus {
             level: scen.cpu_level_start,
         });
         let missed_left = scen.missed_pauses;
-        Menus { screen: Screen::Boot, ports, banner: BANNER_FRAMES, prev: [Pad::NEUTRAL; 4], scen, missed_left, matches: 0, cast: None }
+        Menus { screen: Screen::Boot, ports, banner: BANNER_FRAMES, prev: [Pad::NEUTRAL; 4], scen, missed_left, matches: 0, cast: None, piped_rival: false }
     }
 
     /// Booting is over: the title screen, or (boot-to-CSS code) character select.
@@ -221,8 +223,9 @@ impl Menus {
                     (Some(_), false) => Screen::InGame { sim, paused: true, ended: None },
                     (None, true) => Screen::InGame { sim, paused: true, ended: None },
                     (None, false) => {
-                        let (agent, _) = self.cast.expect("a match has a cast")[0];
-                        let _ = sim.step(&pads[agent].unwrap_or(Pad::NEUTRAL));
+                        let [(agent, _), (rival, _)] = self.cast.expect("a match has a cast");
+                        let ours = pads[agent].unwrap_or(Pad::NEUTRAL);
+                        let _ = if self.piped_rival { sim.step_both(&ours, &pads[rival].unwrap_or(Pad::NEUTRAL)) } else { sim.step(&ours) };
                         let cast = self.cast.expect("a match has a cast");
                         let over = cast.iter().any(|(p, _)| sim.ram().player(*p).and_then(|pl| pl.stocks()).is_ok_and(|s| s == 0));
                         Screen::InGame { sim, paused: false, ended: over.then_some(0) }
@@ -379,18 +382,24 @@ impl Menus {
     }
 
     /// The match the character-select screen set up: the bot's port is the piped one,
-    /// its opponent the CPU port (at the level its slider shows) or the person's. A
-    /// bot's port left on CPU is played by the simulator's CPU, as Melee would.
+    /// its opponent the CPU port (at the level its slider shows), the person's, or a
+    /// second piped human port (an opponent bot, whose pipe drives the simulator's
+    /// opponent). With two piped human ports the bot is the one on Fox, the fighter
+    /// the simulator's bot side plays. A bot's port left on CPU is played by the
+    /// simulator's CPU, as Melee would.
     fn start_match(&mut self) -> Screen {
         let open = |p: &Port| p.plugged() && p.slot != OFF;
-        let bot = (0..4).find(|&p| self.ports[p].plug == Plug::Pipe && open(&self.ports[p]) && self.ports[p].slot == HUMAN);
+        let piped_human = |p: usize| self.ports[p].plug == Plug::Pipe && open(&self.ports[p]) && self.ports[p].slot == HUMAN;
+        let on_fox = |p: usize| self.ports[p].placed.is_some_and(|i| lay::GRID[usize::from(i)].0 == "Fox");
+        let bot = (0..4).find(|&p| piped_human(p) && on_fox(p)).or_else(|| (0..4).find(|&p| piped_human(p)));
         let bot = bot.or_else(|| (0..4).find(|&p| self.ports[p].plug == Plug::Pipe && open(&self.ports[p])));
-        let rival = (0..4).find(|&p| Some(p) != bot && open(&self.ports[p]) && (self.ports[p].slot == CPU || self.ports[p].plug == Plug::Person));
+        let rival = (0..4).find(|&p| Some(p) != bot && open(&self.ports[p]) && (self.ports[p].slot == CPU || self.ports[p].plug == Plug::Person || piped_human(p)));
         let (Some(agent), Some(rival)) = (bot, rival) else {
             eprintln!("peer: a match needs the bot's port and one opponent port; staying on stage select");
             return Screen::Stage { frames: STAGE_FADE, cursor: lay::FINAL_DESTINATION };
         };
         let level = if self.ports[rival].slot == CPU { self.ports[rival].level } else { self.scen.human_level };
+        self.piped_rival = piped_human(rival);
         let setup = MatchSetup { agent_port: agent, opponent_port: rival, cpu_level: level, stocks: self.scen.stocks };
         let chosen = |p: usize| self.ports[p].placed.expect("both coins are down");
         self.cast = Some([(agent, chosen(agent)), (rival, chosen(rival))]);
