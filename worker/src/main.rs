@@ -20,13 +20,17 @@ enum Command {
     ///
     /// Example: shine-worker run --manager http://10.0.0.2:8080 --token $SHINE_TOKEN
     Run(settings::RunArgs),
-    /// Play episodes locally and print how long the bot survives.
+    /// Play episodes locally, on the simulator or in Dolphin with your Melee image, and
+    /// print how each went: how long the bot survived, or the fight's stocks and damage.
     ///
     /// Example: shine-worker play --policy dodge --cpu-level 9 --episodes 200
     Play(play::PlayArgs),
-    /// Measure a trained model's full-minute survival with a 95 % interval.
+    /// Measure a trained model on the simulator, with 95 % intervals: full-minute
+    /// survival (the Untouchable task), or matches won, stocks and damage (the fight).
     ///
     /// Example: shine-worker eval --model shine-v12.safetensors --episodes 200 --cpu-level 9
+    ///
+    /// Example: shine-worker eval --model fox.safetensors --opponent model:marth.safetensors
     Eval(play::EvalArgs),
     /// Check a Dolphin setup (emulator, pipes, RAM mapping, the image) and say what to fix.
     ///

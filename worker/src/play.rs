@@ -1,7 +1,10 @@
 //! `shine-worker play` and `shine-worker eval`: watch a policy play, and measure it.
 //!
-//! Both run whole episodes on the embedded simulator against the scripted CPU. For
-//! the Untouchable task they report full-minute survival with a 95 % (Wilson)
+//! Both run whole episodes on the embedded simulator against the scripted CPU, or a
+//! model or built-in policy on the other side ([`Matches::rival`]; two models each take
+//! a random action now and then, [`MODEL_VS_MODEL_EPSILON`]); `play` also in Dolphin,
+//! against Melee's CPU, a second bot on the opponent's port, or a person. For the
+//! Untouchable task they report full-minute survival with a 95 % (Wilson)
 //! interval; for the fight task, matches won (Wilson interval too), drawn and lost, and
 //! stocks and damage per match with 95 % intervals ([`FightSummary`]). Episode `i` uses
 //! seed `seed + i`, so a run is reproducible and two policies can be compared on the
