@@ -67,8 +67,9 @@ pub struct Seat {
 }
 
 impl Seat {
-    /// `policy` on the side `view` describes (its own port as `agent_port`), its random
-    /// stream seeded with `seed`; with `record` it keeps its transitions.
+    /// The seat of `opponent`'s policy (none for the CPU) on the side `view` describes
+    /// (its own port as `agent_port`), its random stream seeded with `seed`; with
+    /// `record` it keeps its transitions.
     fn new(opponent: Opponent, task: Task, view: MatchSetup, seed: u64, record: bool) -> Option<Seat> {
         match opponent {
             Opponent::Cpu => None,
