@@ -20,7 +20,7 @@
 //! - [`actions`]: macro-actions as per-frame pad scripts.
 //! - [`task`]: rewards and episode end.
 //! - [`side`]: which fighter a bot plays, and the match from its point of view.
-//! - [`env`]: an emulator seen through the agent's eyes.
+//! - [`env`](mod@env): an emulator seen through the agent's eyes.
 //! - [`policy`]: baselines (idle, random, dodge) and greedy play of a model.
 //! - [`experience`]: the upload wire format.
 //! - [`protocol`]: the JSON messages of the HTTP API (`docs/api.md`).

@@ -8,7 +8,7 @@
 //! ([`Side::view`]), so `shine_agent::Env` plays it unchanged: the state, the reward
 //! and the episode end are the bot's side's. The opposing policy ([`Seat`]) decides
 //! a macro-action whenever its last one has played out, reading the RAM after every
-//! frame as the bot's reader does. A seat can keep what it played ([`Seat::record`]):
+//! frame as the bot's reader does. A seat can keep what it played (`Seat::record`):
 //! its own transitions, one per macro-action, with the rewards of its side, which is
 //! how a self-play match feeds the learner of each side.
 

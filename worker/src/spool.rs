@@ -203,7 +203,7 @@ impl Spool {
         Ok(dropped)
     }
 
-    /// The oldest batch, marked as being sent until [`Spool::delivered`] or
+    /// The oldest batch, marked as being sent until [`Spool::remove`] or
     /// [`Spool::release`]. Returns its entry and bytes.
     pub fn take_oldest(&mut self) -> Result<Option<(Entry, Vec<u8>)>, SpoolError> {
         let Some(e) = self.entries.front().cloned() else { return Ok(None) };

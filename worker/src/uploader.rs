@@ -98,7 +98,7 @@ pub const MAX_BATCH_SCALE: u64 = 16;
 const CALM_UPLOADS: u32 = 8;
 
 /// The batch scale after an answer: doubled on "busy" (up to `max`, itself at most
-/// [`MAX_BATCH_SCALE`]), and halved after [`CALM_UPLOADS`] uploads taken in a row (down
+/// [`MAX_BATCH_SCALE`]), and halved after `CALM_UPLOADS` uploads taken in a row (down
 /// to 1). `calm` counts them.
 pub fn next_scale(scale: u64, busy: bool, calm: &mut u32, max: u64) -> u64 {
     let scale = scale.max(1);

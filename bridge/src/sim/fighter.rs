@@ -5,7 +5,7 @@
 //! shows is exactly what the logic runs on. `frame` counts frames in the current action,
 //! 1 on the frame it was entered, like Melee's frame data.
 //!
-//! Order within a frame ([`Fighter::update`]): hitlag freezes everything; otherwise the
+//! Order within a frame (`Fighter::update`): hitlag freezes everything; otherwise the
 //! action advances a frame; an action that ran its length ends (into Wait/Fall for
 //! *one visible frame* with no input read, so every attack or dodge is followed by an
 //! observable idle frame and the frames-in-action counter of a RAM reader resets);
