@@ -400,6 +400,21 @@ mod tests {
         ANCHORS.iter().map(|&cpu| Entrant { player: Player::Cpu { cpu }, side: None }).collect()
     }
 
+    /// `n` matches among `entrants` as the league assigns them (its rng seeded with
+    /// `seed`), each won or lost by `a` as `outcome` says; the league after them.
+    fn play_out(entrants: &[Entrant], seed: u64, n: usize, mut outcome: impl FnMut(&Assignment, &mut rand::rngs::StdRng) -> LeagueOutcome) -> League {
+        let mut league = League::new(&[]);
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let now = Instant::now();
+        for _ in 0..n {
+            let m = league.assign(entrants, now, &mut rng).unwrap();
+            let won = outcome(&m, &mut rng);
+            let r = league.take(&result(m.match_id, won), now, 0.0).unwrap();
+            league.apply(&r);
+        }
+        league
+    }
+
     fn result(match_id: u64, outcome: LeagueOutcome) -> LeagueResult {
         let (taken, lost) = match outcome {
             LeagueOutcome::Win => (2, 1),
@@ -469,15 +484,13 @@ mod tests {
         // twice in 616 matches (docs/learning.md, the measured self-play run).
         let mut entrants = vec![model("fox", 3, Side::Fox), model("fox-cpu", 4, Side::Fox), model("marth", 2, Side::Marth)];
         entrants.extend(anchors());
-        let mut league = League::new(&[]);
-        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
-        let now = Instant::now();
-        for _ in 0..300 {
-            let m = league.assign(&entrants, now, &mut rng).unwrap();
-            let won = if m.a.label().starts_with("cpu") || m.b.label().starts_with("cpu") { LeagueOutcome::Win } else { LeagueOutcome::Loss };
-            let r = league.take(&result(m.match_id, won), now, 0.0).unwrap();
-            league.apply(&r);
-        }
+        let league = play_out(&entrants, 7, 300, |m, _| {
+            if m.a.label().starts_with("cpu") || m.b.label().starts_with("cpu") {
+                LeagueOutcome::Win
+            } else {
+                LeagueOutcome::Loss
+            }
+        });
         let t = league.table(&entrants);
         let i = |name: &str| t.head_to_head_players.iter().position(|p| p == name).unwrap();
         let met = |x: &str, y: &str| t.head_to_head[i(x)][i(y)].as_ref().map_or(0, |c| c.matches);
@@ -504,15 +517,7 @@ mod tests {
                 _ => 0.99,
             }
         };
-        let mut league = League::new(&[]);
-        let mut rng = rand::rngs::StdRng::seed_from_u64(11);
-        let now = Instant::now();
-        for _ in 0..3000 {
-            let m = league.assign(&entrants, now, &mut rng).unwrap();
-            let won = if rng.random::<f64>() < beats(&m.a, &m.b) { LeagueOutcome::Win } else { LeagueOutcome::Loss };
-            let r = league.take(&result(m.match_id, won), now, 0.0).unwrap();
-            league.apply(&r);
-        }
+        let league = play_out(&entrants, 11, 3000, |m, rng| if rng.random::<f64>() < beats(&m.a, &m.b) { LeagueOutcome::Win } else { LeagueOutcome::Loss });
         let rating = |name: &str| {
             let (run, version) = name.split_once(" v").unwrap();
             league.rating(&Player::Model { run: run.into(), version: version.parse().unwrap() })
@@ -532,12 +537,12 @@ mod tests {
         // not played (1500 each). The matrix is of the two that met, not of newcomers.
         let mut entrants: Vec<Entrant> = (1..=11).map(|v| model("fox", v, Side::Fox)).collect();
         entrants.extend(anchors());
-        let mut league = League::new(&[]);
-        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
-        let now = Instant::now();
-        let m = league.assign(&entrants, now, &mut rng).unwrap();
-        let r = league.take(&result(m.match_id, LeagueOutcome::Loss), now, 0.0).unwrap();
-        league.apply(&r);
+        let mut played = None;
+        let league = play_out(&entrants, 3, 1, |m, _| {
+            played = Some(m.clone());
+            LeagueOutcome::Loss
+        });
+        let m = played.unwrap();
         let t = league.table(&entrants);
         let unplayed_in_top = t.players.iter().take(HEAD_TO_HEAD).filter(|p| p.matches == 0).count();
         assert_eq!(unplayed_in_top, HEAD_TO_HEAD - 1, "newcomers fill the table's top: {:?}", t.players);

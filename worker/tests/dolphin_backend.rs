@@ -21,20 +21,31 @@ fn run(args: &[&str]) -> (bool, String, String) {
     (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
-#[test]
-fn play_through_the_dolphin_backend_equals_the_simulator() {
-    let peer = peer();
-    let dir = tempfile::tempdir().unwrap();
-    let scenario = dir.path().join("melee.scenario");
-    std::fs::write(&scenario, "seed = 11\n").unwrap();
-    let common = ["play", "--policy", "dodge", "--cpu-level", "5", "--episodes", "4", "--seed", "11"];
-    let (ok, sim_out, err) = run(&common);
+/// `play` with `common` on the simulator, then through the peer with `scenario` as the
+/// image: both stdouts and the Dolphin run's stderr, each run checked to succeed.
+fn on_sim_and_through_the_peer(common: &[&str], scenario: &std::path::Path) -> (String, String, String) {
+    let (ok, sim_out, err) = run(common);
     assert!(ok, "{err}");
+    let peer = peer();
     let mut args = common.to_vec();
     args.extend(["--backend", "dolphin", "--dolphin", peer.to_str().unwrap(), "--iso", scenario.to_str().unwrap()]);
     let (ok, dolphin_out, err) = run(&args);
     assert!(ok, "{err}");
-    let episodes = |s: &str| s.lines().filter(|l| l.starts_with("episode")).map(str::to_string).collect::<Vec<_>>();
+    (sim_out, dolphin_out, err)
+}
+
+/// The per-episode lines of a `play` output.
+fn episodes(out: &str) -> Vec<String> {
+    out.lines().filter(|l| l.starts_with("episode")).map(str::to_string).collect()
+}
+
+#[test]
+fn play_through_the_dolphin_backend_equals_the_simulator() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("melee.scenario");
+    std::fs::write(&scenario, "seed = 11\n").unwrap();
+    let common = ["play", "--policy", "dodge", "--cpu-level", "5", "--episodes", "4", "--seed", "11"];
+    let (sim_out, dolphin_out, err) = on_sim_and_through_the_peer(&common, &scenario);
     assert_eq!(episodes(&sim_out).len(), 4, "{sim_out}");
     assert_eq!(episodes(&dolphin_out), episodes(&sim_out), "same seeds, same episodes, whichever backend");
     assert!(err.contains("dolphin:") && err.contains("skipped"), "skipped frames are reported: {err}");
@@ -45,7 +56,6 @@ fn a_marth_model_plays_the_opponents_port_through_its_own_pipe_as_on_the_simulat
     // A Fox model against a Marth model (each taking a random action 5 % of the time,
     // the default for two models): the peer's match drives Marth from the opponent
     // port's pipe, so every episode is the simulator's with the same seeds.
-    let peer = peer();
     let dir = tempfile::tempdir().unwrap();
     let fox = side_model_file(dir.path(), ActionSet::Fight, Side::Fox, 9);
     let marth = side_model_file(dir.path(), ActionSet::Fight, Side::Marth, 6);
@@ -53,14 +63,8 @@ fn a_marth_model_plays_the_opponents_port_through_its_own_pipe_as_on_the_simulat
     std::fs::write(&scenario, "seed = 11\nstocks = 2\n").unwrap();
     let opponent = format!("model:{marth}");
     let common = ["play", "--model", &fox, "--opponent", &opponent, "--episodes", "3", "--seed", "11"];
-    let (ok, sim_out, err) = run(&common);
-    assert!(ok, "{err}");
-    let mut args = common.to_vec();
-    args.extend(["--backend", "dolphin", "--dolphin", peer.to_str().unwrap(), "--iso", scenario.to_str().unwrap()]);
-    let (ok, dolphin_out, err) = run(&args);
-    assert!(ok, "{err}");
+    let (sim_out, dolphin_out, err) = on_sim_and_through_the_peer(&common, &scenario);
     assert!(err.contains("against model v6 (marth) on the opponent's port in Dolphin"), "{err}");
-    let episodes = |s: &str| s.lines().filter(|l| l.starts_with("episode")).map(str::to_string).collect::<Vec<_>>();
     assert_eq!(episodes(&sim_out).len(), 3, "{sim_out}");
     assert_eq!(episodes(&dolphin_out), episodes(&sim_out), "same seeds, same episodes:\n{sim_out}\n{dolphin_out}");
     let last = |s: &str| s.lines().last().unwrap().to_string();
