@@ -8,7 +8,7 @@
 //! seconds of rest, so the environments keep the rest of the machine.
 
 use crate::client::Client;
-use crate::play::{play_episode, Matches, PolicySpec, Rival, MODEL_VS_MODEL_EPSILON};
+use crate::play::{play_episode, resolve_epsilon, Matches, PolicySpec, Rival};
 use anyhow::{bail, Context};
 use shine_agent::actions::ActionSet;
 use shine_agent::model::QNet;
@@ -87,7 +87,7 @@ async fn model(client: &Client, models: &mut HashMap<String, Arc<QNet>>, url: &s
 }
 
 /// Play match `m`: `a` on its side against `b` or the CPU, as `eval` plays them: greedily
-/// against the CPU, each model with [`MODEL_VS_MODEL_EPSILON`] against a model.
+/// against the CPU, each model with [`crate::play::MODEL_VS_MODEL_EPSILON`] against a model.
 fn play(m: &LeagueMatch, a: Arc<QNet>, side: Side, b: Option<Arc<QNet>>) -> anyhow::Result<LeagueResult> {
     let actions = ActionSet::from_name(&a.meta().action_set).with_context(|| format!("the league's model plays the unknown action set {:?}", a.meta().action_set))?;
     if a.meta().side != side {
@@ -107,11 +107,12 @@ fn play(m: &LeagueMatch, a: Arc<QNet>, side: Side, b: Option<Arc<QNet>>) -> anyh
         LeaguePlayer::Cpu { cpu } => *cpu,
         _ => 9,
     };
-    // Two models take a random action now and then, as `eval` has them: greedy against
-    // greedy, every match of a pair would be the same one.
-    let epsilon = if rival.is_some() { MODEL_VS_MODEL_EPSILON } else { 0.0 };
+    // `eval`'s rule: two models take a random action now and then (greedy against
+    // greedy, every match of a pair would be the same one).
+    let bot = PolicySpec::Model(Box::new(QNet::clone(&a)));
+    let epsilon = resolve_epsilon(None, &bot, rival.as_ref());
     let matches = Matches { task: Task::Fight, side, cpu_level, rival, bot_cpu: None, episodes: 1, seed: m.seed, epsilon };
-    let mut bot = PolicySpec::Model(Box::new(QNet::clone(&a))).build(actions, epsilon);
+    let mut bot = bot.build(actions, epsilon);
     let r = play_episode(bot.as_mut(), actions, &matches, m.seed)?;
     let t = r.tally;
     let outcome = match t.outcome() {

@@ -363,7 +363,7 @@ pub const MODEL_VS_MODEL_EPSILON: f64 = 0.05;
 
 /// `--epsilon` as asked, or its default: [`MODEL_VS_MODEL_EPSILON`] when both sides are
 /// models, else 0 (against the CPU the matches differ by its randomness).
-fn resolve_epsilon(asked: Option<f64>, bot: &PolicySpec, rival: Option<&Rival>) -> f64 {
+pub(crate) fn resolve_epsilon(asked: Option<f64>, bot: &PolicySpec, rival: Option<&Rival>) -> f64 {
     let both_models = matches!(bot, PolicySpec::Model(_)) && matches!(rival.map(|r| &r.spec), Some(PolicySpec::Model(_)));
     asked.unwrap_or(if both_models { MODEL_VS_MODEL_EPSILON } else { 0.0 })
 }
