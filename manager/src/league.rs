@@ -4,7 +4,8 @@
 //! models each take a random action 5 % of the time, as `shine-worker eval` plays them).
 //!
 //! - **Players.** A model is in the league while its run's registry keeps it (the
-//!   newest `keep_last`, the best `keep_best`); the anchors always are. They give the
+//!   newest `keep_last`, the best `keep_best`, the best `keep_best_rated`, and those
+//!   in a match not yet answered: [`League::in_play`]); the anchors always are. They give the
 //!   scale something that never changes: a model's rating means how it fares against
 //!   the same three scripted opponents (and the other models), whenever it was made.
 //!   Their ratings move with their results like everyone's.
@@ -204,6 +205,9 @@ pub struct League {
     /// `(a, b)` -> `[won, drawn, lost]` from `a`'s side, both orders kept.
     pairs: HashMap<(Player, Player), [u64; 3]>,
     pending: HashMap<u64, (Assignment, Instant)>,
+    /// Taken matches whose result is being stored: still in play for the registries
+    /// ([`League::in_play`]) until [`League::apply`] or [`League::put_back`].
+    storing: HashMap<u64, Assignment>,
     next_id: u64,
     matches: u64,
     config: Glicko2Config,
@@ -212,7 +216,7 @@ pub struct League {
 impl League {
     /// The league after `past` matches, in the order they were played.
     pub fn new(past: &[Recorded]) -> League {
-        let mut league = League { records: HashMap::new(), pairs: HashMap::new(), pending: HashMap::new(), next_id: 1, matches: 0, config: Glicko2Config::new() };
+        let mut league = League { records: HashMap::new(), pairs: HashMap::new(), pending: HashMap::new(), storing: HashMap::new(), next_id: 1, matches: 0, config: Glicko2Config::new() };
         for m in past {
             league.apply(m);
         }
@@ -267,17 +271,38 @@ impl League {
             self.pending.insert(result.match_id, (assignment, now));
             return Err(LeagueError::Invalid(why));
         }
-        Ok(Recorded { t, a: assignment.a, a_side: assignment.a_side, b: assignment.b, result: *result })
+        let recorded = Recorded { t, a: assignment.a.clone(), a_side: assignment.a_side, b: assignment.b.clone(), result: *result };
+        self.storing.insert(result.match_id, assignment);
+        Ok(recorded)
     }
 
     /// A taken match whose result could not be stored waits for it again.
     pub fn put_back(&mut self, m: &Recorded, now: Instant) {
-        let a = Assignment { match_id: m.result.match_id, a: m.a.clone(), a_side: m.a_side, b: m.b.clone(), seed: 0 };
-        self.pending.insert(a.match_id, (a, now));
+        if let Some(a) = self.storing.remove(&m.result.match_id) {
+            self.pending.insert(a.match_id, (a, now));
+        }
+    }
+
+    /// `run`'s models in a match handed out (less than [`MATCH_TTL`] before `now`) and
+    /// not yet applied: the registry keeps them, or a manager that publishes every few
+    /// seconds would prune a model while a worker plays it, and its result would rate a
+    /// model nobody can download.
+    pub fn in_play(&self, run: &str, now: Instant) -> Vec<u64> {
+        let waiting = self.pending.values().filter(|(_, at)| now.saturating_duration_since(*at) < MATCH_TTL);
+        let assignments = waiting.map(|(a, _)| a).chain(self.storing.values());
+        let models = assignments.flat_map(|a| [&a.a, &a.b]).filter_map(|p| match p {
+            Player::Model { run: r, version } if r == run => Some(*version),
+            _ => None,
+        });
+        let mut versions: Vec<u64> = models.collect();
+        versions.sort_unstable();
+        versions.dedup();
+        versions
     }
 
     /// Count a stored match and update both ratings.
     pub fn apply(&mut self, m: &Recorded) {
+        self.storing.remove(&m.result.match_id);
         let (a, b) = (self.records.get(&m.a).copied().unwrap_or_default(), self.records.get(&m.b).copied().unwrap_or_default());
         let outcome = match m.result.outcome {
             LeagueOutcome::Win => Outcomes::WIN,
@@ -575,5 +600,29 @@ mod tests {
         let again = League::new(std::slice::from_ref(&r));
         assert_eq!(again.table(&entrants), league.table(&entrants));
         assert!(League::new(&[r]).next_id > m.match_id);
+    }
+
+    #[test]
+    fn a_match_keeps_its_models_in_play_until_its_result_is_counted() {
+        let entrants = [model("fox", 4, Side::Fox), model("marth", 7, Side::Marth)];
+        let mut league = League::new(&[]);
+        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+        let now = Instant::now();
+        let in_play = |l: &League| (l.in_play("fox", now), l.in_play("marth", now));
+        assert_eq!(in_play(&league), (vec![], vec![]));
+        // Fox v4 against Marth v7 (or Marth v7 against Fox v4): the only two models.
+        let m = league.assign(&entrants, now, &mut rng).unwrap();
+        assert!(matches!((&m.a, &m.b), (Player::Model { .. }, Player::Model { .. })), "{m:?}");
+        assert_eq!(in_play(&league), (vec![4], vec![7]), "handed out");
+        assert_eq!((league.in_play("fox", now + MATCH_TTL), league.in_play("marth", now + MATCH_TTL)), (vec![], vec![]), "expired");
+        // Taken but not yet stored: still in play; put back when the store failed: still.
+        let r = league.take(&result(m.match_id, LeagueOutcome::Win), now, 0.0).unwrap();
+        assert_eq!(in_play(&league), (vec![4], vec![7]), "being stored");
+        league.put_back(&r, now);
+        assert_eq!(in_play(&league), (vec![4], vec![7]), "put back");
+        let r = league.take(&result(m.match_id, LeagueOutcome::Win), now, 0.0).unwrap();
+        league.apply(&r);
+        assert_eq!(in_play(&league), (vec![], vec![]), "counted: nothing in play");
+        assert_eq!((league.best_rated("fox"), league.best_rated("marth")), (vec![4], vec![7]), "both rated now");
     }
 }

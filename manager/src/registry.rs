@@ -16,9 +16,10 @@
 //!
 //! Kept: the newest `keep_last` (the latest among them), the best `keep_best` by
 //! evaluation survival, ranked by the Wilson 95 % lower bound so that one lucky episode
-//! does not beat a hundred good ones, and the best `keep_best_rated` by league rating
-//! (named by the league, [`Registry::keep_rated`]: ranked by the rating's 95 % lower
-//! bound likewise). Every kept file is also held in memory (about 0.6 MB each), so
+//! does not beat a hundred good ones, the best `keep_best_rated` by league rating
+//! (named by the league, [`Registry::keep_for_league`]: ranked by the rating's 95 % lower
+//! bound likewise), and the models in a league match not yet counted (so that a worker
+//! can download what it was asked to play). Every kept file is also held in memory (about 0.6 MB each), so
 //! downloads never touch the disk.
 //!
 //! Concurrency: a std `RwLock`; the trainer thread publishes (rarely, and may block on
@@ -104,6 +105,13 @@ struct Index {
     highest_version: u64,
 }
 
+/// The versions the league needs kept.
+#[derive(Default)]
+struct LeagueKeeps {
+    best_rated: Vec<u64>,
+    in_play: Vec<u64>,
+}
+
 struct Kept {
     entry: ModelEntry,
     file: Bytes,
@@ -113,8 +121,8 @@ pub struct Registry {
     dir: PathBuf,
     cfg: RegistryConfig,
     models: RwLock<BTreeMap<u64, Kept>>,
-    /// The league's best rated, best first ([`Registry::keep_rated`]).
-    rated: RwLock<Vec<u64>>,
+    /// What the league asks to keep ([`Registry::keep_for_league`]).
+    league: RwLock<LeagueKeeps>,
     highest: std::sync::atomic::AtomicU64,
 }
 
@@ -176,7 +184,7 @@ impl Registry {
         }
         // A file written just before a crash may not be in the index yet: both count.
         let highest = highest_in_index.max(models.keys().next_back().copied().unwrap_or(0)).max(known.keys().next_back().copied().unwrap_or(0));
-        Ok(Registry { dir, cfg, models: RwLock::new(models), rated: RwLock::new(Vec::new()), highest: highest.into() })
+        Ok(Registry { dir, cfg, models: RwLock::new(models), league: RwLock::default(), highest: highest.into() })
     }
 
     /// The highest version ever published here (0: none).
@@ -223,15 +231,18 @@ impl Registry {
         Ok(true)
     }
 
-    /// The league's best rated versions, best first: the first `keep_best_rated` of
-    /// them are kept from now on (the league calls it after each match).
-    pub fn keep_rated(&self, best_first: Vec<u64>) {
-        *self.rated.write().expect("registry lock") = best_first;
+    /// What the league needs kept from now on: the first `keep_best_rated` of its best
+    /// rated versions (best first), and every version in a match it has handed out and
+    /// not yet counted (the league calls it after each change).
+    pub fn keep_for_league(&self, best_rated: Vec<u64>, in_play: Vec<u64>) {
+        *self.league.write().expect("registry lock") = LeagueKeeps { best_rated, in_play };
     }
 
     fn prune(&self, models: &mut BTreeMap<u64, Kept>) {
         let mut keep: Vec<u64> = models.keys().rev().take(self.cfg.keep_last).copied().collect();
-        keep.extend(self.rated.read().expect("registry lock").iter().take(self.cfg.keep_best_rated));
+        let league = self.league.read().expect("registry lock");
+        keep.extend(league.best_rated.iter().take(self.cfg.keep_best_rated).chain(&league.in_play));
+        drop(league);
         let mut scored: Vec<(f64, u64)> = models.values().filter_map(|k| k.entry.eval_score().map(|s| (s, k.entry.version))).collect();
         // Best score first; among equals the newer model.
         scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
@@ -319,13 +330,34 @@ mod tests {
         }
         assert_eq!(r.list().iter().map(|e| e.version).collect::<Vec<_>>(), vec![3], "nothing rated yet: the last one");
         r.publish(Published { version: 4, train_step: 400, file: model(4) }).unwrap();
-        r.keep_rated(vec![4, 9, 2]);
+        r.keep_for_league(vec![4, 9, 2], vec![]);
         for v in 5..=6 {
             r.publish(Published { version: v, train_step: v * 100, file: model(v) }).unwrap();
         }
         // The first two the league names (9 is not here any more); 2 is third: pruned long ago anyway.
         assert_eq!(r.list().iter().map(|e| e.version).collect::<Vec<_>>(), vec![6, 4]);
         assert_eq!(files(dir.path()).len(), 2);
+    }
+
+    #[test]
+    fn keeps_the_models_in_a_league_match_until_it_is_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = Registry::open(dir.path(), RegistryConfig { keep_last: 1, keep_best: 0, keep_best_rated: 0 }).unwrap();
+        let versions = |r: &Registry| r.list().iter().map(|e| e.version).collect::<Vec<_>>();
+        r.publish(Published { version: 1, train_step: 100, file: model(1) }).unwrap();
+        r.publish(Published { version: 2, train_step: 200, file: model(2) }).unwrap();
+        // A worker plays version 2 while newer ones are published.
+        r.keep_for_league(vec![], vec![2]);
+        for v in 3..=5 {
+            r.publish(Published { version: v, train_step: v * 100, file: model(v) }).unwrap();
+        }
+        assert_eq!(versions(&r), vec![5, 2]);
+        assert!(r.get(2).is_some(), "the worker can still download it");
+        // Its result counted, nothing keeps it: the next prune drops it.
+        r.keep_for_league(vec![], vec![]);
+        r.publish(Published { version: 6, train_step: 600, file: model(6) }).unwrap();
+        assert_eq!(versions(&r), vec![6]);
+        assert_eq!(files(dir.path()).len(), 1);
     }
 
     #[test]

@@ -99,10 +99,6 @@ async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Result<Ap
     .await
     .context("opening the runs panicked")??;
     // Each registry keeps its run's best rated models from its next prune on.
-    let league = state.league.lock().expect("league lock");
-    for run in state.all_runs() {
-        run.registry().keep_rated(league.best_rated(run.name()));
-    }
-    drop(league);
+    state.keep_league_models(&state.league.lock().expect("league lock"));
     Ok(state)
 }

@@ -56,5 +56,15 @@ impl Manager {
     pub fn all_runs(&self) -> Vec<Arc<Run>> {
         self.runs.all()
     }
+
+    /// Tell every run's registry which of its models the league needs kept (its best
+    /// rated, and those in matches not yet counted); call with the league locked,
+    /// after each change to it.
+    pub fn keep_league_models(&self, league: &League) {
+        let now = std::time::Instant::now();
+        for run in self.all_runs() {
+            run.registry().keep_for_league(league.best_rated(run.name()), league.in_play(run.name(), now));
+        }
+    }
 }
 

@@ -70,7 +70,11 @@ fn match_view(a: &Assignment) -> LeagueMatch {
 
 async fn next_match(State(s): State<AppState>, _: Writer) -> Response {
     let entrants = entrants(&s, None);
-    match s.league.lock().expect("league lock").assign(&entrants, Instant::now(), &mut rand::rng()) {
+    let mut league = s.league.lock().expect("league lock");
+    let assigned = league.assign(&entrants, Instant::now(), &mut rand::rng());
+    // Its models stay downloadable until the result is counted (or the match expires).
+    s.keep_league_models(&league);
+    match assigned {
         Some(a) => Json(match_view(&a)).into_response(),
         None => StatusCode::NO_CONTENT.into_response(),
     }
@@ -107,13 +111,7 @@ async fn result(State(s): State<AppState>, _: Writer, body: Result<Json<LeagueRe
     }
     league.apply(&m);
     // The registries keep their runs' best rated models as they keep the best evaluated.
-    for p in [&m.a, &m.b] {
-        if let Player::Model { run, .. } = p {
-            if let Ok(r) = s.runs.get(run) {
-                r.registry().keep_rated(league.best_rated(run));
-            }
-        }
-    }
+    s.keep_league_models(&league);
     let rated = |p: &Player| {
         let (rating, deviation) = league.rating(p);
         Rated { player: p.label(), rating, deviation }
