@@ -58,34 +58,39 @@ impl DolphinSetup {
 
     /// Start one Dolphin (its own user folder, pipe and RAM) for a match like `setup`.
     pub fn launch(&self, setup: MatchSetup) -> anyhow::Result<Dolphin> {
-        let mut cfg = DolphinConfig::melee(&self.iso, setup);
-        cfg.executable = self.executable.clone();
-        Dolphin::launch(cfg).context("starting Dolphin (run `shine-worker doctor` to check the setup)")
+        self.start(setup, |_| {})
     }
 
     /// Start one Dolphin for matches against an opponent bot: a second pipe on
     /// `setup.opponent_port`, its port a human one with Marth (`crate::duel::DolphinDuel`
     /// plays it).
     pub fn launch_against_bot(&self, setup: MatchSetup) -> anyhow::Result<Dolphin> {
-        let mut cfg = DolphinConfig::melee(&self.iso, setup);
-        cfg.executable = self.executable.clone();
-        if let Game::Melee(goal) = &mut cfg.game {
-            goal.opponent = Opponent::Bot;
-        }
-        Dolphin::launch(cfg).context("starting Dolphin (run `shine-worker doctor` to check the setup)")
+        self.start(setup, |cfg| set_opponent(cfg, Opponent::Bot))
     }
 
     /// Start one Dolphin for matches against a person on `setup.opponent_port` with
     /// `pad`, in a window at real-time speed (the bot's port is still a pipe).
     pub fn launch_against_person(&self, setup: MatchSetup, pad: HumanPad) -> anyhow::Result<Dolphin> {
+        self.start(setup, |cfg| {
+            cfg.speed = Speed::RealTime;
+            cfg.display = Display::Window;
+            cfg.human_pad = Some(pad);
+            set_opponent(cfg, Opponent::Human);
+        })
+    }
+
+    /// Start one Dolphin with Melee's config for `setup`, changed by `edit`.
+    fn start(&self, setup: MatchSetup, edit: impl FnOnce(&mut DolphinConfig)) -> anyhow::Result<Dolphin> {
         let mut cfg = DolphinConfig::melee(&self.iso, setup);
         cfg.executable = self.executable.clone();
-        cfg.speed = Speed::RealTime;
-        cfg.display = Display::Window;
-        cfg.human_pad = Some(pad);
-        if let Game::Melee(goal) = &mut cfg.game {
-            goal.opponent = Opponent::Human;
-        }
+        edit(&mut cfg);
         Dolphin::launch(cfg).context("starting Dolphin (run `shine-worker doctor` to check the setup)")
+    }
+}
+
+/// Who the menus set up on the opponent's port (a Melee config's goal).
+fn set_opponent(cfg: &mut DolphinConfig, opponent: Opponent) {
+    if let Game::Melee(goal) = &mut cfg.game {
+        goal.opponent = opponent;
     }
 }

@@ -10,16 +10,12 @@
 
 mod procs;
 
+use procs::run_worker as run;
 use procs::*;
 use shine_agent::actions::ActionSet;
 use shine_agent::Side;
-use std::process::Command;
 use std::time::Duration;
 
-fn run(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(WORKER).args(args).env_remove("RUST_BACKTRACE").output().unwrap();
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
-}
 
 /// `play` with `common` on the simulator, then through the peer with `scenario` as the
 /// image: both stdouts and the Dolphin run's stderr, each run checked to succeed.

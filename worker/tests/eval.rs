@@ -4,15 +4,10 @@
 
 mod procs;
 
-use procs::{side_model_file, WORKER};
+use procs::{run_worker as run, side_model_file};
 use shine_agent::actions::ActionSet;
 use shine_agent::Side;
-use std::process::Command;
 
-fn run(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(WORKER).args(args).env_remove("RUST_BACKTRACE").output().unwrap();
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
-}
 
 fn model_file(dir: &std::path::Path, set: ActionSet) -> String {
     side_model_file(dir, set, Side::Fox, 4)

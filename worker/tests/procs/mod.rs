@@ -263,3 +263,9 @@ pub fn side_model_file(dir: &Path, set: shine_agent::actions::ActionSet, side: s
     std::fs::write(&path, shine_agent::model::save(&meta, &weights).unwrap()).unwrap();
     path.to_str().unwrap().to_string()
 }
+
+/// `shine-worker` with `args`, to its end: whether it succeeded, its stdout and stderr.
+pub fn run_worker(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(WORKER).args(args).env_remove("RUST_BACKTRACE").output().unwrap();
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}

@@ -223,10 +223,10 @@ impl Menus {
                     (Some(_), false) => Screen::InGame { sim, paused: true, ended: None },
                     (None, true) => Screen::InGame { sim, paused: true, ended: None },
                     (None, false) => {
-                        let [(agent, _), (rival, _)] = self.cast.expect("a match has a cast");
+                        let cast = self.cast.expect("a match has a cast");
+                        let [(agent, _), (rival, _)] = cast;
                         let ours = pads[agent].unwrap_or(Pad::NEUTRAL);
                         let _ = if self.piped_rival { sim.step_both(&ours, &pads[rival].unwrap_or(Pad::NEUTRAL)) } else { sim.step(&ours) };
-                        let cast = self.cast.expect("a match has a cast");
                         let over = cast.iter().any(|(p, _)| sim.ram().player(*p).and_then(|pl| pl.stocks()).is_ok_and(|s| s == 0));
                         Screen::InGame { sim, paused: false, ended: over.then_some(0) }
                     }
