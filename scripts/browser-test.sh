@@ -114,6 +114,10 @@ name = "fight"
 game = { action_set = "fight", task = "fight" }
 EOF
 token=browser-test-token
+# The limit of a wait for something that must happen (the manager listening, a process
+# exiting): long enough that only a hang reaches it, on any machine (a loaded 2-core VM
+# running debug builds). A wait ends on its event, so it costs nothing when all is well.
+hang_secs=600
 
 # Starts the manager with its log in $tmp/$1 (and --listen $2, if given) and waits
 # until it listens: sets manager (its pid) and url.
@@ -122,7 +126,8 @@ start_manager() {
     manager=$!
     pids+=("$manager")
     url=
-    for _ in $(seq 1 600); do
+    local deadline=$((SECONDS + hang_secs))
+    while [ "$SECONDS" -lt "$deadline" ]; do
         url=$(sed -n 's/^shine-manager listening on \(http:[^ ]*\)$/\1/p' "$tmp/$1" | head -n1)
         [ -n "$url" ] && break
         kill -0 "$manager" 2>/dev/null || { cat "$tmp/$1" >&2; echo "shine-manager exited" >&2; exit 1; }
@@ -142,11 +147,12 @@ start_workers() {
     pids+=("${workers[@]}")
 }
 
-# SIGTERM to one of ours, and its exit status once it has stopped (within 60 s).
+# SIGTERM to one of ours, and its exit status once it has stopped (within $hang_secs s).
 stop() {
     kill "$1" 2>/dev/null || true
-    for _ in $(seq 1 600); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
-    kill -0 "$1" 2>/dev/null && { echo "process $1 did not stop within 60 s of SIGTERM" >&2; exit 1; }
+    local deadline=$((SECONDS + hang_secs))
+    while [ "$SECONDS" -lt "$deadline" ]; do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$1" 2>/dev/null && { echo "process $1 did not stop within $hang_secs s of SIGTERM" >&2; exit 1; }
     local rc=0
     wait "$1" || rc=$?
     forget "$1"

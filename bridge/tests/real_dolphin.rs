@@ -12,6 +12,10 @@ use shine_bridge::dolphin::{probe, process, Dolphin, DolphinConfig, DolphinError
 use shine_bridge::{Button, Emulator, Pad};
 use std::time::{Duration, Instant};
 
+/// The limit of a wait for something that must happen (Dolphin booted, a death
+/// noticed): long enough that only a hang reaches it, on any machine.
+const HANG: Duration = Duration::from_secs(600);
+
 const INSTALL: &str =
     "run scripts/test.sh (it installs them) or scripts/setup-debian.sh dolphin-emu gcc-powerpc-linux-gnu binutils-powerpc-linux-gnu, or set SHINE_SKIP_REAL_DOLPHIN=1 to skip";
 
@@ -59,7 +63,7 @@ fn real_dolphin_boots_the_probe_maps_ram_and_reads_the_pipe() {
     let user = short_dir();
     cfg.user_dir = Some(user.path().join("u"));
     cfg.speed = Speed::RealTime; // the probe spins; real time keeps the host quiet
-    cfg.boot_timeout = Duration::from_secs(60);
+    cfg.boot_timeout = HANG;
     let mut d = Dolphin::launch(cfg).unwrap_or_else(|e| panic!("launching real Dolphin with the probe: {e}"));
 
     // 1. Guest RAM is mapped: the probe's code is visible where the DOL put it, and
@@ -72,10 +76,12 @@ fn real_dolphin_boots_the_probe_maps_ram_and_reads_the_pipe() {
     assert_eq!(s0.magic, probe::MAGIC, "probe mailbox: {s0:x?}");
 
     // 2. Frames tick: the counter the probe keeps at Melee's frame-counter address
-    //    moves at about 60 per second, and the loop counter is live.
+    //    moves with every step, in real time (about 60 per second, never the hundreds
+    //    of unlimited speed), and the loop counter is live.
     d.reset(d.setup(), 0).unwrap();
-    //    Two seconds of frames, so that a stall of the loaded host (the other test
-    //    here runs Dolphin at unlimited speed) cannot halve the rate by itself.
+    //    Two seconds of frames. Only the ceiling is checked: a slow or loaded host (the
+    //    other test here runs Dolphin at unlimited speed) lowers the rate, which says
+    //    nothing about the speed setting; the count says the frames tick.
     let (f0, t0) = (d.frame(), Instant::now());
     for _ in 0..120 {
         d.step(&Pad::NEUTRAL).unwrap();
@@ -83,7 +89,7 @@ fn real_dolphin_boots_the_probe_maps_ram_and_reads_the_pipe() {
     let (f1, dt) = (d.frame(), t0.elapsed());
     let rate = f64::from(f1 - f0) / dt.as_secs_f64();
     assert!(f1 >= f0 + 120, "120 steps, 120 ticks at least: {f0} -> {f1}");
-    assert!((5.0..200.0).contains(&rate), "frame rate {rate:.1}/s in real time ({f0} -> {f1} in {dt:?})");
+    assert!(rate < 200.0, "frame rate {rate:.1}/s: real time, not unlimited speed ({f0} -> {f1} in {dt:?})");
     let s1 = probe::read(d.ram()).unwrap();
     assert!(s1.loops > s0.loops, "loop counter is live: {} -> {}", s0.loops, s1.loops);
 
@@ -110,7 +116,7 @@ fn real_dolphin_boots_the_probe_maps_ram_and_reads_the_pipe() {
     let err = loop {
         match d.step(&Pad::NEUTRAL) {
             Err(e) => break e,
-            Ok(()) if t.elapsed() > Duration::from_secs(10) => panic!("a killed Dolphin went unnoticed"),
+            Ok(()) if t.elapsed() > HANG => panic!("a killed Dolphin went unnoticed"),
             Ok(()) => {}
         }
     };
@@ -133,6 +139,7 @@ fn real_dolphin_memory_watcher_ticks_and_unlimited_speed_runs_fast() {
     cfg.user_dir = Some(user.path().join("u"));
     cfg.tick = TickSource::MemoryWatcher;
     cfg.speed = Speed::Unlimited;
+    cfg.boot_timeout = HANG;
     let mut d = Dolphin::launch(cfg).unwrap_or_else(|e| panic!("launching real Dolphin with the MemoryWatcher tick: {e}"));
     let f0 = d.frame();
     for _ in 0..20 {

@@ -11,9 +11,10 @@ use std::time::Duration;
 async fn workers_register_on_an_epsilon_ladder_and_time_out() {
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = config(dir.path());
-    // Long enough that a loaded machine's pauses between a's heartbeats never reach
-    // it; the exact timing is the fleet unit tests' job (they inject the clock).
-    cfg.workers.worker_timeout_secs = 3.0;
+    // Long enough that a loaded machine's pauses between a's heartbeats (every 0.3 s
+    // here) never reach it, and still the test's whole length (b must time out); the
+    // exact timing is the fleet unit tests' job (they inject the clock).
+    cfg.workers.worker_timeout_secs = 10.0;
     let m = Manager::start(cfg).await;
     let info = json!({ "host": "vm-1", "backend": "sim", "envs": 2, "version": "0.1.0" });
 
@@ -46,7 +47,7 @@ async fn workers_register_on_an_epsilon_ladder_and_time_out() {
 
     // b goes silent, a keeps beating: b's slot is freed and a new worker takes it.
     // (Only a's heartbeats and read-only lists until b is gone: b's own would keep it.)
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let deadline = std::time::Instant::now() + HANG;
     loop {
         tokio::time::sleep(Duration::from_millis(300)).await;
         let (st, _) = m.post_json(&format!("/api/v1/workers/{}/heartbeat", a["worker_id"]), &json!({})).await;
@@ -79,18 +80,17 @@ async fn episodes_feed_the_stats_and_rank_the_models() {
         .post_json("/api/v1/episodes", &json!({ "worker_id": 1, "episodes": [ep(10.0, true, false), ep(20.0, false, false), ep(50.0, true, true), ep(0.0, false, true), ep(60.0, true, true), ep(60.0, true, true)] }))
         .await;
     assert_eq!((st, r["accepted"].as_u64()), (200, Some(6)));
-    let c = m.wait_for("episode stats in a sample", 10, |c| !c["eval_survival"].is_null()).await;
+    let c = m.wait_for("episode stats in a sample", |c| !c["eval_survival"].is_null()).await;
     assert_eq!(c["episode_reward"], 15.0);
     assert_eq!(c["train_survival"], 0.5);
     assert_eq!(c["eval_survival"], 0.75);
     let stats = m.get_json("/api/v1/stats").await;
     assert_eq!(stats["eval_episodes_total"], 4);
     // The sampler (every 0.1 s here) puts it into the time series.
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !m.get_json("/api/v1/stats").await["series"].as_array().unwrap().iter().any(|s| s["eval_survival"] == 0.75) {
-        assert!(std::time::Instant::now() < deadline, "eval survival never reached the time series");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    until("eval survival in the time series", async || {
+        m.get_json("/api/v1/stats").await["series"].as_array().unwrap().iter().any(|s| s["eval_survival"] == 0.75)
+    })
+    .await;
     let models = m.get_json("/api/v1/models").await;
     assert_eq!(models["models"][0]["version"], latest);
     assert_eq!(models["models"][0]["eval_survival"], 0.75, "attached to the model it was measured on");
@@ -165,7 +165,8 @@ async fn models_download_with_etags_and_the_service_reports_itself() {
     for key in ["accepted_per_sec", "train_steps_per_sec", "loss", "mean_q", "replay_fill", "samples_per_insert", "model_version", "eval_survival"] {
         assert!(stats["current"].get(key).is_some(), "stats lack {key}: {stats}");
     }
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Two samples (one every 0.1 s), however long this machine takes to make them.
+    until("two samples in the series", async || m.get_json("/api/v1/stats").await["series"].as_array().unwrap().len() >= 2).await;
     let stats = m.get_json("/api/v1/stats").await;
     let series = stats["series"].as_array().unwrap();
     assert!(series.len() >= 2, "sampled every 0.1 s");

@@ -15,7 +15,7 @@
 
 mod common;
 
-use common::TOKEN;
+use common::{HANG, TOKEN};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use shine_agent::experience::{self, col, BatchMeta, Expect, TRANSITION_FLOATS};
@@ -101,7 +101,7 @@ fn start(rig: &Rig) -> Child {
 }
 
 fn wait_healthy(url: &str, child: &mut Child) {
-    let deadline = Instant::now() + Duration::from_secs(120);
+    let deadline = Instant::now() + HANG;
     loop {
         if let Ok(r) = reqwest::blocking::get(format!("{url}/healthz")) {
             if r.status() == 200 {
@@ -117,13 +117,26 @@ fn wait_healthy(url: &str, child: &mut Child) {
 /// Send `sig` and wait for the process to exit; how it exited.
 fn signal(child: &mut Child, sig: &str) -> std::process::ExitStatus {
     assert!(Command::new("kill").args([&format!("-{sig}"), &child.id().to_string()]).status().unwrap().success());
-    let deadline = Instant::now() + Duration::from_secs(120);
+    let deadline = Instant::now() + HANG;
     loop {
         if let Some(status) = child.try_wait().unwrap() {
             return status;
         }
         assert!(Instant::now() < deadline, "no exit after SIG{sig}");
         std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// `current` of the stats once the manager's ingest queue is empty: what its replay holds.
+fn drained(url: &str) -> Value {
+    let deadline = Instant::now() + HANG;
+    loop {
+        let v: Value = reqwest::blocking::get(format!("{url}/api/v1/stats")).unwrap().json().unwrap();
+        if v["current"]["queued"] == 0 {
+            return v["current"].clone();
+        }
+        assert!(Instant::now() < deadline, "the queue did not drain: {v}");
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -193,7 +206,9 @@ fn tagged_upload(uploader: u32, seq: u32) -> (Vec<u8>, Vec<u32>) {
 /// Send uploads one after another, each retried with its own bytes until a 2xx, like
 /// a worker's spool; record what was acknowledged.
 fn uploader(url: String, id: u32, stop: Arc<AtomicBool>, acked: Arc<Mutex<Vec<u32>>>) {
-    let http = reqwest::blocking::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
+    // A request is bounded only against a hang: one cut short on a slow machine would be
+    // offered again and again, and nothing would get through.
+    let http = reqwest::blocking::Client::builder().timeout(HANG).build().unwrap();
     let mut seq = 0u32;
     while !stop.load(Relaxed) {
         let (body, tags) = tagged_upload(id, seq);
@@ -221,7 +236,7 @@ fn uploader(url: String, id: u32, stop: Arc<AtomicBool>, acked: Arc<Mutex<Vec<u3
 
 /// Download the latest model now and then; every (version, body hash) seen.
 fn model_watcher(url: String, stop: Arc<AtomicBool>, seen: Arc<Mutex<HashMap<u64, HashSet<Vec<u8>>>>>) {
-    let http = reqwest::blocking::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
+    let http = reqwest::blocking::Client::builder().timeout(HANG).build().unwrap();
     while !stop.load(Relaxed) {
         if let Ok(r) = http.get(format!("{url}/api/v1/models/latest")).send() {
             if r.status() == 200 {
@@ -289,8 +304,13 @@ fn kill_9_at_random_moments_loses_nothing_acknowledged_and_repeats_nothing() {
         let after = train_steps(&url).unwrap();
         steps_before.push((before.unwrap_or(0), after));
     }
-    // Let the uploaders finish what they hold, then stop them.
-    std::thread::sleep(Duration::from_millis(500));
+    // Let the uploaders and the watcher get through, then stop them: the counts checked
+    // below are waited for, however long this machine takes to reach them.
+    let deadline = Instant::now() + HANG;
+    while acked.lock().unwrap().len() <= 2000 || models.lock().unwrap().len() < 3 {
+        assert!(Instant::now() < deadline, "the uploaders and the model watcher did not get through");
+        std::thread::sleep(Duration::from_millis(50));
+    }
     stop.store(true, Relaxed);
     for t in threads {
         t.join().unwrap();
@@ -309,15 +329,7 @@ fn kill_9_at_random_moments_loses_nothing_acknowledged_and_repeats_nothing() {
     }
 
     // What the running manager holds once its queue is empty, and the log.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let current = loop {
-        let v: Value = reqwest::blocking::get(format!("{url}/api/v1/stats")).unwrap().json().unwrap();
-        if v["current"]["queued"] == 0 {
-            break v["current"].clone();
-        }
-        assert!(Instant::now() < deadline, "the queue did not drain: {v}");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let current = drained(&url);
     signal(&mut manager, "TERM");
     let rec = wal::recover(&rig.dir.path().join("data/runs/default/wal"), &WalMeta::new("untouchable", EXPECT), 1_000_000, EXPECT).unwrap();
     let mut count: BTreeMap<u32, u32> = BTreeMap::new();
@@ -432,15 +444,7 @@ fn a_file_size_limit_with_sigxfsz_at_its_default_answers_503_and_the_manager_liv
     // each once, and a retry of one is recognised as a repeat.
     assert!(!acked.is_empty());
     let mut manager = start(&rig);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let current = loop {
-        let v: Value = http.get(format!("{url}/api/v1/stats")).send().unwrap().json().unwrap();
-        if v["current"]["queued"] == 0 {
-            break v["current"].clone();
-        }
-        assert!(Instant::now() < deadline, "the queue did not drain: {v}");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let current = drained(&url);
     let held = current["replay_size"].as_u64().unwrap() + current["replay_staged"].as_u64().unwrap();
     assert_eq!(held, acked.len() as u64, "{current}");
     let r = post(tagged_upload(8, 0).0).unwrap();
@@ -487,15 +491,7 @@ fn a_flipped_length_byte_in_the_log_loses_that_upload_only() {
     std::fs::write(&seg, &bytes).unwrap();
 
     let mut manager = start(&rig);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let current = loop {
-        let v: Value = http.get(format!("{url}/api/v1/stats")).send().unwrap().json().unwrap();
-        if v["current"]["queued"] == 0 {
-            break v["current"].clone();
-        }
-        assert!(Instant::now() < deadline, "the queue did not drain: {v}");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let current = drained(&url);
     let held = current["replay_size"].as_u64().unwrap() + current["replay_staged"].as_u64().unwrap();
     assert_eq!(held, 11 * ROWS as u64, "11 of the 12 uploads are back: {current}");
     let log = std::fs::read_to_string(&rig.log).unwrap();
@@ -544,15 +540,8 @@ fn a_log_in_the_old_format_is_recovered_and_continued() {
         (status, r.json::<Value>().unwrap())
     };
     let held = || {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let v: Value = http.get(format!("{url}/api/v1/stats")).send().unwrap().json().unwrap();
-            if v["current"]["queued"] == 0 {
-                return v["current"]["replay_size"].as_u64().unwrap() + v["current"]["replay_staged"].as_u64().unwrap();
-            }
-            assert!(Instant::now() < deadline, "the queue did not drain: {v}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let current = drained(&url);
+        current["replay_size"].as_u64().unwrap() + current["replay_staged"].as_u64().unwrap()
     };
     let mut manager = start(&rig);
     assert_eq!(held(), 6 * ROWS as u64, "every old-format upload is back");

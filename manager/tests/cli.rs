@@ -1,8 +1,11 @@
 //! The binary as an operator meets it: --help, the token requirement, the listen URL,
 //! and a clean exit with a final checkpoint on SIGTERM.
 
+mod common;
+
+use common::HANG;
 use std::io::{BufRead, BufReader, Read};
-use std::process::{Command, Stdio};
+use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_shine-manager");
@@ -17,20 +20,28 @@ fn manager() -> Command {
 
 /// A manager on 127.0.0.1:0 with token "t", logging warnings only; its `host:port`
 /// once it says it listens.
-fn serving(data_dir: &std::path::Path) -> (std::process::Child, String) {
+fn serving(data_dir: &std::path::Path) -> (Child, String) {
+    let (child, addr, _) = serving_logging(data_dir, "warn");
+    (child, addr)
+}
+
+/// [`serving`] with `log` as its RUST_LOG (nothing below warn before the address line,
+/// which must come first), and the rest of its stdout: its log.
+fn serving_logging(data_dir: &std::path::Path, log: &str) -> (Child, String, BufReader<ChildStdout>) {
     let mut child = manager()
         .args(["--listen", "127.0.0.1:0", "--device", "cpu", "--data-dir"])
         .arg(data_dir)
         .env("SHINE_TOKEN", "t")
-        .env("RUST_LOG", "warn")
+        .env("RUST_LOG", log)
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
     let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    out.read_line(&mut line).unwrap();
     let addr = line.trim().strip_prefix("shine-manager listening on http://").unwrap_or_else(|| panic!("{line:?}")).to_string();
     assert!(addr.starts_with("127.0.0.1:"), "{line:?}");
-    (child, addr)
+    (child, addr, out)
 }
 
 #[test]
@@ -68,7 +79,7 @@ fn sigterm_stops_cleanly_with_a_final_checkpoint() {
     let (mut child, _) = serving(dir.path());
     let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
     assert!(status.success());
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + HANG;
     let exit = loop {
         if let Some(s) = child.try_wait().unwrap() {
             break s;
@@ -137,7 +148,15 @@ fn a_query_token_never_reaches_the_log_even_at_debug_level() {
 fn a_second_signal_quits_at_once_while_a_graceful_stop_waits() {
     use std::io::Write;
     let dir = tempfile::tempdir().unwrap();
-    let (mut child, addr) = serving(dir.path());
+    // The trace layer's line for each request it takes ("started processing request").
+    let (mut child, addr, log) = serving_logging(dir.path(), "warn,tower_http=debug");
+    // The log read to the end by a thread (a full pipe must never block the manager).
+    let (tx, lines) = std::sync::mpsc::channel::<String>();
+    let reader = std::thread::spawn(move || {
+        for line in log.lines() {
+            let _ = tx.send(line.unwrap_or_default());
+        }
+    });
     // An upload whose body never finishes: a graceful stop waits for it.
     let mut slow = std::net::TcpStream::connect(&addr).unwrap();
     write!(
@@ -146,21 +165,32 @@ fn a_second_signal_quits_at_once_while_a_graceful_stop_waits() {
     )
     .unwrap();
     slow.flush().unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    // In flight once the manager has taken it (its log says so), however long that takes.
+    let deadline = Instant::now() + HANG;
+    loop {
+        let line = lines.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("the manager logs the upload it takes");
+        if line.contains("started processing request") {
+            break;
+        }
+    }
     let pid = child.id().to_string();
     let kill = |sig: &str| assert!(Command::new("kill").args([sig, &pid]).status().unwrap().success());
     kill("-TERM");
+    // A while for an early exit to show (weaker on a slow machine, never wrong).
     std::thread::sleep(Duration::from_millis(500));
     assert!(child.try_wait().unwrap().is_none(), "the first signal waits for the request in flight");
     let t = Instant::now();
     kill("-TERM");
+    // The exit code tells the second signal's quit (130) from a graceful stop (0); the
+    // limit is only for a hang.
     let exit = loop {
         if let Some(s) = child.try_wait().unwrap() {
             break s;
         }
-        assert!(t.elapsed() < Duration::from_secs(10), "no exit after the second signal");
+        assert!(t.elapsed() < HANG, "no exit after the second signal");
         std::thread::sleep(Duration::from_millis(20));
     };
     assert_eq!(exit.code(), Some(130), "the second signal quits at once");
     drop(slow);
+    reader.join().unwrap();
 }

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{batch, config, connect, frames, next_json, register, Manager, TOKEN};
+use common::{batch, config, connect, frames, next_json, register, Manager, HANG, TOKEN};
 use futures_util::SinkExt;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -21,32 +21,37 @@ async fn live_frames_reach_every_browser_and_watching_is_signalled_to_the_worker
     };
     assert_eq!(hb(&m).await["watch"], false, "nobody watches yet");
 
-    // The worker's long poll, held open while no browser watches...
+    // The worker's long poll, held open while no browser watches (30 s: the longest the
+    // manager holds one)...
     let poll = {
-        let (http, url) = (m.http.clone(), m.at(&format!("/api/v1/workers/{id}/live?wait_secs=20")));
+        let (http, url) = (m.http.clone(), m.at(&format!("/api/v1/workers/{id}/live?wait_secs=30")));
         tokio::spawn(async move {
             let t0 = Instant::now();
             let r: Value = http.get(url).bearer_auth(TOKEN).send().await.unwrap().json().await.unwrap();
             (r, t0.elapsed())
         })
     };
+    // (The sleep only gives an early answer time to show: weaker on a slow machine, never wrong.)
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!poll.is_finished(), "the long poll waits while nobody watches");
     // ...returns as soon as a browser opens the live WebSocket.
     let mut a = connect(&m, &format!("/api/v1/live/{id}")).await.unwrap();
-    assert_eq!(next_json(&mut a, 5).await["type"], "hello");
+    assert_eq!(next_json(&mut a).await["type"], "hello");
     let (reply, waited) = poll.await.unwrap();
+    // A poll that ran into its timeout answers false: true is the browser's doing.
     assert_eq!(reply["watch"], true);
-    assert!(waited < Duration::from_secs(15), "woke at once, not after the 20 s wait: {waited:?}");
+    // And at once: the bound is two thirds of the poll's 30 s timeout, not a guess at this
+    // machine's speed (a wake-up takes milliseconds; a loaded machine has 20 s of room).
+    assert!(waited < Duration::from_secs(20), "woke at once, not after the 30 s wait: {waited:?}");
     assert_eq!(hb(&m).await["watch"], true, "the heartbeat reply says so too");
 
     // Frames posted by the worker reach every browser, unchanged.
     let mut b = connect(&m, &format!("/api/v1/live/{id}")).await.unwrap();
-    next_json(&mut b, 5).await;
+    next_json(&mut b).await;
     let (st, r) = m.post_json(&format!("/api/v1/workers/{id}/live"), &frames(100, 6)).await;
     assert_eq!((st, &r["watch"], &r["watchers"]), (200, &json!(true), &json!(2)));
     for ws in [&mut a, &mut b] {
-        let msg = next_json(ws, 5).await;
+        let msg = next_json(ws).await;
         assert_eq!(msg["type"], "frames");
         assert_eq!(msg["worker_id"], id);
         let got = &msg["batch"]["frames"];
@@ -57,18 +62,20 @@ async fn live_frames_reach_every_browser_and_watching_is_signalled_to_the_worker
         assert_eq!(msg["batch"]["actions"][1], "shine");
     }
 
-    // A browser that reads nothing must not hold the worker up: posting far more than
-    // the backlog stays quick, and the reading browser still gets the newest batch.
-    let t0 = Instant::now();
-    for i in 0..300u32 {
-        let (st, _) = m.post_json(&format!("/api/v1/workers/{id}/live"), &frames(1000 + i * 6, 6)).await;
-        assert_eq!(st, 200);
-    }
-    // (Generous for a loaded debug build: held-up posts would wait on a browser that never reads.)
-    assert!(t0.elapsed() < Duration::from_secs(60), "posts were held up: {:?}", t0.elapsed());
+    // A browser that reads nothing must not hold the worker up: far more posts than the
+    // backlog are all answered (a post held up by a browser that never reads would wait
+    // for ever: the limit is only for that hang), and the reading browser still gets the
+    // newest batch.
+    let posts = async {
+        for i in 0..300u32 {
+            let (st, _) = m.post_json(&format!("/api/v1/workers/{id}/live"), &frames(1000 + i * 6, 6)).await;
+            assert_eq!(st, 200);
+        }
+    };
+    tokio::time::timeout(HANG, posts).await.expect("posts were held up by the browser that reads nothing");
     let mut last = 0;
     while last != 1000 + 299 * 6 + 5 {
-        let msg = next_json(&mut a, 5).await;
+        let msg = next_json(&mut a).await;
         last = msg["batch"]["frames"][5]["frame"].as_u64().unwrap();
     }
 
@@ -87,7 +94,7 @@ async fn live_frames_reach_every_browser_and_watching_is_signalled_to_the_worker
     // When the browsers leave, the worker's next post is told to stop.
     a.close(None).await.unwrap();
     drop(b);
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + HANG;
     loop {
         let (_, r) = m.post_json(&format!("/api/v1/workers/{id}/live"), &frames(0, 1)).await;
         if r["watch"] == false {
@@ -122,7 +129,7 @@ async fn the_page_and_reads_follow_public_reads_and_writes_always_need_the_token
     assert!(api.text().await.unwrap().contains("\"/live/\""), "the module that builds the live WebSocket's address");
     let id = register(&m).await;
     let mut ws = connect(&m, &format!("/api/v1/live/{id}")).await.expect("public live view");
-    assert_eq!(next_json(&mut ws, 5).await["type"], "hello");
+    assert_eq!(next_json(&mut ws).await["type"], "hello");
     m.stop().await.unwrap();
 
     // Private: everything that shows data needs the token, as a header or ?token=.
@@ -145,7 +152,7 @@ async fn the_page_and_reads_follow_public_reads_and_writes_always_need_the_token
     let err = connect(&m, &format!("/api/v1/live/{id}")).await.unwrap_err().to_string();
     assert!(err.contains("401"), "{err}");
     let mut ws = connect(&m, &format!("/api/v1/live/{id}?token={TOKEN}")).await.expect("live view with the token");
-    assert_eq!(next_json(&mut ws, 5).await["type"], "hello");
+    assert_eq!(next_json(&mut ws).await["type"], "hello");
     // A write never takes the query token.
     let st = m.http.post(m.at(&format!("/api/v1/workers/{id}/heartbeat?token={TOKEN}"))).json(&json!({})).send().await.unwrap().status();
     assert_eq!(st, 401);
@@ -173,7 +180,7 @@ async fn stats_carry_the_age_of_incoming_data_and_workers_their_last_upload() {
     };
     assert_eq!(upload(&m).await, 202);
     let has_age = |want: &dyn Fn(f64) -> bool, s: &Value| s["series"].as_array().unwrap().iter().any(|p| p["data_age"].as_f64().is_some_and(want));
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + HANG;
     while !has_age(&|a| a == 0.0, &m.get_json("/api/v1/stats").await) {
         assert!(Instant::now() < deadline, "no sample with data_age 0");
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -186,8 +193,8 @@ async fn stats_carry_the_age_of_incoming_data_and_workers_their_last_upload() {
     for _ in 0..4 {
         assert_eq!(upload(&m).await, 202);
     }
-    m.wait_for("model 3", 60, |c| c["model_version"].as_u64().unwrap() >= 3).await;
-    let deadline = Instant::now() + Duration::from_secs(20);
+    m.wait_for("model 3", |c| c["model_version"].as_u64().unwrap() >= 3).await;
+    let deadline = Instant::now() + HANG;
     loop {
         assert!(matches!(upload(&m).await, 202 | 503));
         tokio::time::sleep(Duration::from_millis(150)).await;

@@ -31,7 +31,7 @@
 
 mod common;
 
-use common::{config, metric, Manager, TOKEN};
+use common::{config, metric, Manager, HANG, TOKEN};
 use serde::Deserialize;
 use serde_json::Value;
 use serde_yaml_ng::Value as Yaml;
@@ -560,9 +560,9 @@ fn by_id(list: &[Value], id: u64) -> Option<&Value> {
     list.iter().find(|w| w["worker_id"] == id)
 }
 
-/// Poll GET /api/v1/workers until `ok` holds; the last list.
-async fn wait_workers(m: &Manager, what: &str, secs: u64, procs: &[&Worker], ok: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-    let deadline = Instant::now() + Duration::from_secs(secs);
+/// Poll GET /api/v1/workers until `ok` holds (or panic after [`HANG`]); the last list.
+async fn wait_workers(m: &Manager, what: &str, procs: &[&Worker], ok: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let deadline = Instant::now() + HANG;
     loop {
         let list = workers(m).await;
         if ok(&list) {
@@ -576,13 +576,16 @@ async fn wait_workers(m: &Manager, what: &str, secs: u64, procs: &[&Worker], ok:
     }
 }
 
-/// Start `w` and wait for it to register: its worker id (the one new in the list).
+/// Start `w` and wait for it to register and be listed live: its worker id (the one
+/// new in the list). (Live: heard from within 2.5 heartbeats, which a loaded machine
+/// may miss for a moment, so that is waited for too rather than read once.)
 async fn start_and_register(m: &Manager, w: &mut Worker) -> u64 {
     let before: Vec<u64> = workers(m).await.iter().map(|w| w["worker_id"].as_u64().unwrap()).collect();
     w.start();
     let what = format!("{} to register", w.what);
-    let list = wait_workers(m, &what, 60, &[w], |l| l.iter().any(|x| !before.contains(&x["worker_id"].as_u64().unwrap()))).await;
-    let new = list.iter().find(|x| !before.contains(&x["worker_id"].as_u64().unwrap())).unwrap();
+    let is_new = |x: &Value| !before.contains(&x["worker_id"].as_u64().unwrap());
+    let list = wait_workers(m, &what, &[w], |l| l.iter().any(|x| is_new(x) && x["state"] == "live")).await;
+    let new = list.iter().find(|x| is_new(x)).unwrap();
     assert_eq!(new["state"], "live", "{new}");
     assert_eq!(new["backend"], "sim");
     new["worker_id"].as_u64().unwrap()
@@ -596,10 +599,11 @@ async fn workers_launched_from_the_fleet_files_register_heartbeat_and_are_droppe
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = config(&dir.path().join("data"));
     // Fast cadence so that liveness shows within seconds: heartbeats every 0.5 s (told
-    // to the workers at registration), gone after 8 s of silence (a loaded 2-core
-    // machine can hold a heartbeat up for a few seconds).
+    // to the workers at registration), gone after 30 s of silence: the killed worker's
+    // wait, and so long that no live worker at the lowest priority on a loaded 2-core
+    // machine (held up for seconds at a time) reaches it.
     cfg.workers.heartbeat_secs = 0.5;
-    cfg.workers.worker_timeout_secs = 8.0;
+    cfg.workers.worker_timeout_secs = 30.0;
     cfg.workers.model_poll_secs = 1.0;
     cfg.workers.upload_every_secs = 1.0;
     // A learner that barely trains: this test is about the fleet, and on a small
@@ -621,12 +625,12 @@ async fn workers_launched_from_the_fleet_files_register_heartbeat_and_are_droppe
     let ids = [vm_id, pod_id, ctr_id];
 
     // Heartbeating: every worker's reported frame count keeps growing, and all are live.
-    let first = wait_workers(&m, "a heartbeat with frames from each worker", 60, &[&vm, &pod, &ctr], |l| {
+    let first = wait_workers(&m, "a heartbeat with frames from each worker", &[&vm, &pod, &ctr], |l| {
         ids.iter().all(|&id| by_id(l, id).is_some_and(|w| w["frames"].as_u64().unwrap_or(0) > 0))
     })
     .await;
     let frames = |l: &[Value], id| by_id(l, id).unwrap()["frames"].as_u64().unwrap();
-    let list = wait_workers(&m, "newer heartbeats from each worker", 60, &[&vm, &pod, &ctr], |l| {
+    let list = wait_workers(&m, "newer heartbeats from each worker", &[&vm, &pod, &ctr], |l| {
         ids.iter().all(|&id| by_id(l, id).is_some_and(|w| w["state"] == "live" && w["frames"].as_u64().unwrap_or(0) > frames(&first, id)))
     })
     .await;
@@ -641,13 +645,12 @@ async fn workers_launched_from_the_fleet_files_register_heartbeat_and_are_droppe
     // worker as gone, keeps the others, and counts 2.
     let ctr_slot = by_id(&list, ctr_id).unwrap()["slot"].as_u64().unwrap();
     ctr.signal("KILL");
-    ctr.wait(Duration::from_secs(10)).await;
-    let list =
-        wait_workers(&m, "the killed worker to be marked gone", 30, &[&vm, &pod, &ctr], |l| by_id(l, ctr_id).is_some_and(|w| w["state"] == "gone")).await;
+    ctr.wait(HANG).await;
+    let list = wait_workers(&m, "the killed worker to be marked gone", &[&vm, &pod, &ctr], |l| by_id(l, ctr_id).is_some_and(|w| w["state"] == "gone")).await;
     for id in [vm_id, pod_id] {
         assert_ne!(by_id(&list, id).unwrap()["state"], "gone", "only the killed worker is gone: {list:?}");
     }
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + HANG;
     while metric(&m.metrics().await, "shine_workers{run=\"default\"}") != Some(2.0) {
         assert!(Instant::now() < deadline, "shine_workers did not drop to 2:\n{}", m.metrics().await);
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -661,13 +664,13 @@ async fn workers_launched_from_the_fleet_files_register_heartbeat_and_are_droppe
     let list = workers(&m).await;
     assert_eq!(by_id(&list, again).unwrap()["slot"].as_u64(), Some(ctr_slot), "the gone worker's slot is reused: {list:?}");
 
-    // Stopping (systemctl stop, pod deletion, docker stop: SIGTERM) ends each cleanly
-    // within the unit's TimeoutStopSec (the Deployment's grace period is the same).
-    let unit = unit_service(&read("configs/systemd/shine-worker.service"));
-    let stop_secs: u64 = unit.iter().find(|(k, _)| k == "TimeoutStopSec").expect("TimeoutStopSec").1.parse().unwrap();
+    // Stopping (systemctl stop, pod deletion, docker stop: SIGTERM) ends each cleanly,
+    // by itself. (That its own limits on a stop fit in the unit's TimeoutStopSec, after
+    // which systemd would kill it, is checked against the numbers, not this machine's
+    // speed: worker/src/run.rs, a_stop_fits_in_the_units_stop_timeout.)
     for w in [&mut vm, &mut pod, &mut ctr] {
         w.signal("TERM");
-        let status = w.wait(Duration::from_secs(stop_secs)).await;
+        let status = w.wait(HANG).await;
         assert!(status.success(), "{} exited with {status} after SIGTERM:\n{}", w.what, tail(&w.log(), 30));
     }
     m.stop().await.unwrap();

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{batch, config, connect, frames, next_json, register, Manager};
+use common::{batch, config, connect, frames, next_json, register, until, Manager};
 use serde_json::json;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -34,13 +34,13 @@ async fn memory_stays_flat_over_100_publishes_with_a_live_browser_attached() {
 
     // A browser on the live view, reading everything, for the whole test...
     let mut ws = connect(&m, &format!("/api/v1/live/{id}")).await.unwrap();
-    assert_eq!(next_json(&mut ws, 5).await["type"], "hello");
+    assert_eq!(next_json(&mut ws).await["type"], "hello");
     let received = Arc::new(AtomicU64::new(0));
     let browser = {
         let (received, stop) = (received.clone(), stop.clone());
         tokio::spawn(async move {
             while !stop.load(Relaxed) {
-                if next_json(&mut ws, 10).await["type"] == "frames" {
+                if next_json(&mut ws).await["type"] == "frames" {
                     received.fetch_add(1, Relaxed);
                 }
             }
@@ -64,13 +64,21 @@ async fn memory_stays_flat_over_100_publishes_with_a_live_browser_attached() {
     };
 
     // Warm up: the replay full, the stats history and the episode log full, 10 models.
-    let warm = m.wait_for("a full replay and 10 models", 240, |c| c["replay_size"] == 4000 && c["model_version"].as_u64().unwrap() >= 10).await;
-    tokio::time::sleep(Duration::from_secs(5)).await; // the 40-point history (0.1 s) fills
+    let warm = m.wait_for("a full replay and 10 models", |c| c["replay_size"] == 4000 && c["model_version"].as_u64().unwrap() >= 10).await;
+    // The 40-point history (a sample every 0.1 s) and the 40-episode log full too:
+    // counted, however long this machine takes to fill them.
+    until("a full stats history and episode log", async || {
+        let s = m.get_json("/api/v1/stats").await;
+        s["series"].as_array().unwrap().len() >= 40 && s["episodes_total"].as_u64().unwrap() >= 40
+    })
+    .await;
     let v0 = m.current().await["model_version"].as_u64().unwrap();
     let before = rss_kib();
-    m.wait_for("100 more models", 600, |c| c["model_version"].as_u64().unwrap() >= v0 + PUBLISHES).await;
+    m.wait_for("100 more models", |c| c["model_version"].as_u64().unwrap() >= v0 + PUBLISHES).await;
     let after = rss_kib();
     let models = m.get_json("/api/v1/models").await;
+    // The browser keeps receiving frames: a count reached, not a number in a fixed time.
+    until("the browser to receive more than 100 batches of frames", async || received.load(Relaxed) > 100).await;
     stop.store(true, Relaxed);
     feeder.await.unwrap();
     browser.abort();

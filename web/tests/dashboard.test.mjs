@@ -35,6 +35,11 @@ mkdirSync(ART, { recursive: true });
 const BEFORE = join(ART, "before-restart.json");
 const RUNS = ["default", "fight"];
 const COMPARE = ["survival", "train_sps", "loss", "spi"];
+// The limit of every wait for something that must happen (data drawn, a row listed, a
+// poll answered): long enough that only a hang reaches it, on any machine (a loaded
+// 2-core VM running debug builds). A wait ends on its event, so it costs nothing when
+// all is well. Also Playwright's default for the waits that name no timeout.
+const HANG = 600_000;
 
 const steps = [];
 async function step(name, f) {
@@ -47,12 +52,14 @@ async function step(name, f) {
 
 const browser = await chromium.launch({
   executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+  timeout: HANG,
   // No sandbox (CI runs as root in a container), no GPU, and nothing that phones home.
   args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
 });
 // A laptop screen.
 const context = await browser.newContext({ viewport: { width: 1440, height: 900 }, acceptDownloads: true });
 const page = await context.newPage();
+page.setDefaultTimeout(HANG);
 const errors = [];
 page.on("pageerror", (e) => errors.push(String(e)));
 page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
@@ -108,7 +115,7 @@ try {
       const charts = ["survival", "reward", "loss", "mean_q", "train_sps", "ingest", "fill", "spi", "age"];
       await page.waitForFunction(
         (ids) => ids.every((id) => Number(document.querySelector(`[data-chart="${id}"] canvas`)?.dataset.points || 0) > 0),
-        charts, { timeout: 120_000, polling: 500 },
+        charts, { timeout: HANG, polling: 500 },
       ).catch(async (e) => {
         const got = await page.evaluate((ids) => Object.fromEntries(ids.map((id) => [id, document.querySelector(`[data-chart="${id}"] canvas`)?.dataset.points])), charts);
         throw new Error(`charts without data: ${JSON.stringify(got)}: ${e.message}`);
@@ -129,7 +136,7 @@ try {
     });
 
     await step("the workers table lists the worker", async () => {
-      await page.waitForSelector("#workers-table tbody tr[data-worker-id]", { timeout: 30_000 });
+      await page.waitForSelector("#workers-table tbody tr[data-worker-id]", { timeout: HANG });
       const rows = await page.$$eval("#workers-table tbody tr[data-worker-id]", (trs) => trs.map((tr) => [...tr.cells].map((td) => td.textContent.trim())));
       assert.equal(rows.length, 1, `one worker: ${JSON.stringify(rows)}`);
       const [id, host, backend, envs, eps, model, fps, skipped, transitions, lastUpload, state] = rows[0];
@@ -152,10 +159,10 @@ try {
       const id = await page.$eval("#workers-table tbody tr[data-worker-id]", (tr) => tr.dataset.workerId);
       await page.selectOption("#live-worker", id);
       // The worker learns of the watcher from its long poll, then streams env 0.
-      await page.waitForFunction(() => window.shineLive.drawn > 20, null, { timeout: 30_000, polling: 200 });
+      await page.waitForFunction(() => window.shineLive.drawn > 20, null, { timeout: HANG, polling: 200 });
       await page.locator("#live").scrollIntoViewIfNeeded();
-      // Rates use the time measured inside the page between the two snapshots, not the
-      // nominal wait: on a loaded machine the wait plus two round trips runs long.
+      // The pace uses the time measured inside the page between the two snapshots, not
+      // the wait: on a loaded machine the wait plus two round trips runs long.
       const snap = () => page.evaluate(() => ({
         at: performance.now(),
         drawn: window.shineLive.drawn,
@@ -164,19 +171,24 @@ try {
         pixels: document.getElementById("stage").toDataURL(),
       }));
       const a = await snap();
-      await page.waitForTimeout(4000);
+      // Counts, not rates in a fixed time: 120 more distinct game frames drawn and 300
+      // more frames of game time shown (5 s of the game), however long this machine
+      // takes to play them. (That the page plays them one by one, one per 1/60 s, when
+      // it has them is web/tests/unit/live.test.mjs's: advance.)
+      await page.waitForFunction(([drawn, game]) => window.shineLive.drawn >= drawn + 120 && window.shineLive.gameFrames >= game + 300,
+        [a.drawn, a.game], { timeout: HANG, polling: 200 })
+        .catch(async (e) => { throw new Error(`playback stalled: before ${JSON.stringify({ drawn: a.drawn, game: a.game })}, now ${JSON.stringify(await page.evaluate(() => ({ drawn: window.shineLive.drawn, game: window.shineLive.gameFrames })))}: ${e.message}`); });
       const b = await snap();
       const secs = (b.at - a.at) / 1000;
-      const rate = (b.drawn - a.drawn) / secs;
-      assert.ok(rate >= 30, `${rate.toFixed(1)} distinct game frames drawn per second over ${secs.toFixed(2)} s; want at least 30`);
       assert.notEqual(b.frame, a.frame, "the frame number moved");
       // Real time, not the simulator's hundreds of frames per second or samples of them:
-      // the game time shown advances at about 60 frames per wall-clock second, in steps
-      // of a frame or a few (a busy headless browser may draw fewer than 60 a second).
-      // The band allows for the player catching up after a late post, or briefly
-      // running dry, within the window.
+      // the game time shown advances at most at about 60 frames per wall-clock second,
+      // in steps of a frame or a few (a busy headless browser may draw fewer than 60 a
+      // second). The ceiling allows for the player catching up after a late post. Only
+      // the ceiling: a slow machine's worker may stream fewer than 60 a second, which
+      // lowers the pace and says nothing about the page.
       const pace = (b.game - a.game) / secs;
-      assert.ok(pace >= 40 && pace <= 85, `game time advanced ${pace.toFixed(1)} frames per second over ${secs.toFixed(2)} s; want about 60`);
+      assert.ok(pace <= 85, `game time advanced ${pace.toFixed(1)} frames per second over ${secs.toFixed(2)} s; want about 60, never more than real time`);
       assert.notEqual(a.pixels, b.pixels, "the canvas changed");
       // The panel: the frame number, the chosen action, one Q bar per action.
       const panel = await page.evaluate(() => ({
@@ -199,7 +211,7 @@ try {
     });
 
     await step("a model downloaded through the page's link is a valid model file", async () => {
-      await page.waitForSelector("#models-table tbody tr[data-version] a.download", { timeout: 60_000 });
+      await page.waitForSelector("#models-table tbody tr[data-version] a.download", { timeout: HANG });
       await page.locator("#bots").scrollIntoViewIfNeeded();
       await page.locator("#bots").screenshot({ path: join(ART, "bots.png") });
       // One version's row, by its number: the table re-renders when a newer model is
@@ -222,7 +234,7 @@ try {
       // The real test of validity: the worker plays it, with the command the page shows.
       const cmd = await page.textContent("#play-cmd");
       assert.match(cmd, /^shine-worker play --model shine-untouchable-v\d+\.safetensors$/);
-      const r = spawnSync(WORKER, ["play", "--model", file, "--episodes", "1", "--quiet"], { encoding: "utf8", timeout: 120_000 });
+      const r = spawnSync(WORKER, ["play", "--model", file, "--episodes", "1", "--quiet"], { encoding: "utf8", timeout: HANG });
       assert.equal(r.status, 0, `shine-worker play failed:\n${r.stdout}\n${r.stderr}`);
     });
 
@@ -236,7 +248,7 @@ try {
       await page.waitForFunction(() => {
         const rows = [...document.querySelectorAll("#runs-table tbody tr[data-run]")];
         return rows.length === 2 && rows.every((tr) => tr.querySelector('[data-key="workers"]').textContent === "1");
-      }, null, { timeout: 30_000, polling: 500 });
+      }, null, { timeout: HANG, polling: 500 });
       assert.ok(await page.isVisible("#run-select"), "with two runs the header has the run picker");
       const rows = await page.$$eval("#runs-table tbody tr[data-run]", (trs) => trs.map((tr) => ({
         run: tr.dataset.run,
@@ -283,7 +295,7 @@ try {
 
     await step("the compare charts overlay both runs and update", async () => {
       // The fight run's first evaluation can take a while: its survival curve starts then.
-      await compareChartsDrawn(120_000);
+      await compareChartsDrawn(HANG);
       const a = await compareCharts();
       for (const id of COMPARE) {
         assert.deepEqual(Object.keys(a[id].legend), RUNS, `${id}: the legend names the runs`);
@@ -298,7 +310,7 @@ try {
       await page.waitForFunction(
         ([ids, before]) => ids.every((id) => [...document.querySelectorAll(`[data-compare="${id}"] .legend [data-run]`)]
           .every((e) => Number(e.dataset.t1) > before[id].legend[e.dataset.run].t1)),
-        [COMPARE, a], { timeout: 30_000, polling: 500 },
+        [COMPARE, a], { timeout: HANG, polling: 500 },
       ).catch(async (e) => { throw new Error(`no updates: before ${JSON.stringify(a)}, now ${JSON.stringify(await compareCharts())}: ${e.message}`); });
       const b = await compareCharts();
       await shootSection("#compare", "compare.png");
@@ -312,14 +324,14 @@ try {
       const defaultWorker = await page.$eval("#workers-table tbody tr[data-worker-id]", (tr) => tr.dataset.workerId);
       // Opened with the token in the URL: the pick must keep it there.
       await page.goto(`${URL}/?token=${TOKEN}`, { waitUntil: "load" });
-      await page.waitForSelector('#run-select option[value="fight"]', { state: "attached", timeout: 10_000 });
+      await page.waitForSelector('#run-select option[value="fight"]', { state: "attached", timeout: HANG });
       await page.selectOption("#run-select", "fight");
       const params = new URLSearchParams(await page.evaluate(() => location.search));
       assert.equal(params.get("run"), "fight");
       assert.equal(params.get("token"), TOKEN);
       // The fight run's worker, not default's, in the table and the live picker.
       const fightWorker = async () => {
-        await page.waitForSelector("#workers-table tbody tr[data-worker-id]", { timeout: 30_000 });
+        await page.waitForSelector("#workers-table tbody tr[data-worker-id]", { timeout: HANG });
         const ids = await page.$$eval("#workers-table tbody tr[data-worker-id]", (trs) => trs.map((tr) => tr.dataset.workerId));
         assert.equal(ids.length, 1, `one worker: ${ids}`);
         assert.notEqual(ids[0], defaultWorker, "the fight run's worker");
@@ -329,10 +341,10 @@ try {
         return ids[0];
       };
       const id = await fightWorker();
-      await page.waitForFunction(() => Number(document.querySelector('[data-chart="train_sps"] canvas').dataset.points) > 0, null, { timeout: 30_000 });
+      await page.waitForFunction(() => Number(document.querySelector('[data-chart="train_sps"] canvas').dataset.points) > 0, null, { timeout: HANG });
       assert.match(await page.textContent("#progress-hint"), /action set fight/);
       // Its bots: the link names the file as the manager does, and downloads a fight model.
-      await page.waitForSelector("#models-table tbody tr[data-version] a.download", { timeout: 30_000 });
+      await page.waitForSelector("#models-table tbody tr[data-version] a.download", { timeout: HANG });
       const version = await page.$eval("#models-table tbody tr[data-version]", (tr) => tr.dataset.version);
       const link = page.locator(`#models-table tbody tr[data-version="${version}"] a.download`);
       const shown = await link.textContent();
@@ -348,14 +360,14 @@ try {
       assert.match(await page.textContent("#play-cmd"), /^shine-worker play --model shine-fight-fight-v\d+\.safetensors$/);
       // A reload shows the same run.
       await page.reload({ waitUntil: "load" });
-      await page.waitForFunction(() => document.getElementById("run-select").value === "fight", null, { timeout: 10_000 });
+      await page.waitForFunction(() => document.getElementById("run-select").value === "fight", null, { timeout: HANG });
       assert.equal(await fightWorker(), id);
       await page.evaluate(() => window.scrollTo(0, 0));
       await page.screenshot({ path: join(ART, "dashboard-fight.png"), fullPage: true });
       // And back.
       await page.selectOption("#run-select", "default");
       assert.equal(new URLSearchParams(await page.evaluate(() => location.search)).get("run"), "default");
-      await page.waitForSelector(`#workers-table tbody tr[data-worker-id="${defaultWorker}"]`, { timeout: 30_000 });
+      await page.waitForSelector(`#workers-table tbody tr[data-worker-id="${defaultWorker}"]`, { timeout: HANG });
     });
 
     await step("the league rates the fight run's models against the anchors, and its bots show their rating", async () => {
@@ -363,7 +375,7 @@ try {
       const rated = () => page.$$eval("#league-table tbody tr[data-player]", (trs) => trs.map((tr) => ({
         player: tr.dataset.player, cells: [...tr.cells].map((c) => c.textContent) })));
       await page.waitForFunction(() => [...document.querySelectorAll("#league-table tbody tr[data-player]")]
-        .some((tr) => tr.dataset.player.startsWith("fight v") && Number(tr.cells[2].textContent) > 0), null, { timeout: 120_000, polling: 500 })
+        .some((tr) => tr.dataset.player.startsWith("fight v") && Number(tr.cells[2].textContent) > 0), null, { timeout: HANG, polling: 500 })
         .catch(async (e) => { throw new Error(`no rated model: ${JSON.stringify(await rated())}: ${e.message}`); });
       const rows = await rated();
       for (const cpu of [1, 5, 9]) assert.ok(rows.some((r) => r.player === `cpu ${cpu}` && r.cells[0].endsWith("scripted CPU")), `anchor ${cpu}: ${JSON.stringify(rows)}`);
@@ -374,18 +386,19 @@ try {
       // The table is best rated first, as the API orders it: the page's next poll's
       // answer, drawn in its order (matches go on, so an answer fetched apart from the
       // page's own may already order them otherwise).
-      const api = await (await page.waitForResponse((r) => r.url().split("?")[0].endsWith("/api/v1/league"), { timeout: 15_000 })).json();
+      const api = await (await page.waitForResponse((r) => r.url().split("?")[0].endsWith("/api/v1/league"), { timeout: HANG })).json();
       const order = api.players.map((p) => p.player);
       const cols = api.head_to_head_players;
       // The table in the answer's order and the matrix of its players, read together
-      // (the next poll may redraw both).
+      // (the next poll may redraw both; it starts 5 s after this answer is drawn, so
+      // that is waited for, not raced).
       const cells = await (await page.waitForFunction(([want, cols]) => {
         const shown = [...document.querySelectorAll("#league-table tbody tr[data-player]")].map((tr) => tr.dataset.player);
         const heads = [...document.querySelectorAll("#league-matrix tr:first-child th.num")].map((th) => th.textContent);
         const same = (a, b) => a.length === b.length && a.every((x, i) => x === b[i]);
         if (!(shown.length > 0 && same(shown, want) && same(heads, cols))) return false;
         return [...document.querySelectorAll("#league-matrix td")].map((td) => [td.textContent, td.title]);
-      }, [order, cols], { timeout: 5_000, polling: 100 })
+      }, [order, cols], { timeout: HANG, polling: 100 })
         .catch(async (e) => { throw new Error(`the page does not show the API's answer ${JSON.stringify(order)} ${JSON.stringify(cols)}: ${JSON.stringify((await rated()).map((r) => r.player))}: ${e.message}`); })).jsonValue();
       // The head-to-head matrix: its players as rows and columns, a cell where two met
       // (the API's cells, drawn with their match counts).
@@ -402,7 +415,7 @@ try {
       await shootSection("#league", "league.png");
       // The fight run's bots table has the rating column, filled for a played model.
       await page.selectOption("#run-select", "fight");
-      await page.waitForFunction(() => [...document.querySelectorAll("#models-table tbody tr[data-version]")].some((tr) => / ± /.test(tr.cells[4].textContent)), null, { timeout: 60_000, polling: 500 })
+      await page.waitForFunction(() => [...document.querySelectorAll("#models-table tbody tr[data-version]")].some((tr) => / ± /.test(tr.cells[4].textContent)), null, { timeout: HANG, polling: 500 })
         .catch(async (e) => { throw new Error(`no rating in the bots table: ${await page.$eval("#models-table", (t) => t.textContent)}: ${e.message}`); });
       await page.selectOption("#run-select", "default");
     });
@@ -410,7 +423,7 @@ try {
     const before = JSON.parse(readFileSync(BEFORE, "utf8"));
 
     await step("after a manager restart the compare charts still draw the curves from before it", async () => {
-      await compareChartsDrawn(60_000);
+      await compareChartsDrawn(HANG);
       const a = await compareCharts();
       for (const id of COMPARE) {
         // Every chart still draws samples from before the restart, for both runs.
@@ -424,21 +437,21 @@ try {
       // And the new manager's samples join them, for both runs.
       await page.waitForFunction(
         ([ids, at]) => ids.every((id) => [...document.querySelectorAll(`[data-compare="${id}"] .legend [data-run]`)].every((e) => Number(e.dataset.t1) > at)),
-        [COMPARE, RESTART_AT], { timeout: 90_000, polling: 500 },
+        [COMPARE, RESTART_AT], { timeout: HANG, polling: 500 },
       ).catch(async (e) => { throw new Error(`no samples after the restart: ${JSON.stringify(await compareCharts())}: ${e.message}`); });
       await shootSection("#compare", "compare-after-restart.png");
     });
 
     await step("after the restart the run's progress goes on from before it, with both workers back", async () => {
       // GET /api/v1/stats starts with the samples from before the restart too.
-      await page.waitForFunction(() => Number(document.querySelector('[data-chart="train_sps"] canvas').dataset.points) > 0, null, { timeout: 30_000 });
+      await page.waitForFunction(() => Number(document.querySelector('[data-chart="train_sps"] canvas').dataset.points) > 0, null, { timeout: HANG });
       const t0 = Number(await page.$eval('[data-chart="train_sps"] canvas', (c) => c.dataset.t0));
       assert.ok(t0 <= before.progress.train_sps, `the progress chart starts at ${t0}, after ${before.progress.train_sps}`);
       await page.waitForFunction(() => {
         const rows = [...document.querySelectorAll("#runs-table tbody tr[data-run]")];
         return rows.length === 2 && rows.every((tr) => tr.querySelector('[data-key="workers"]').textContent === "1" && tr.querySelector('[data-key="status"]').textContent === "training");
-      }, null, { timeout: 60_000, polling: 500 });
-      await page.waitForSelector("#workers-table tbody tr[data-worker-id]", { timeout: 30_000 });
+      }, null, { timeout: HANG, polling: 500 });
+      await page.waitForSelector("#workers-table tbody tr[data-worker-id]", { timeout: HANG });
       await shootSection("#runs", "runs-after-restart.png");
       await page.evaluate(() => window.scrollTo(0, 0));
       await page.screenshot({ path: join(ART, "dashboard-after-restart.png"), fullPage: true });

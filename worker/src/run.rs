@@ -475,4 +475,15 @@ mod tests {
         let err = run(args).unwrap_err().to_string();
         assert!(err.contains("melee.iso does not exist"), "{err}");
     }
+
+    #[test]
+    fn a_stop_fits_in_the_units_stop_timeout() {
+        // systemd kills a service still running TimeoutStopSec after SIGTERM: the
+        // worker's own limits on a stop (the flush, then the last reports) must leave
+        // room in it. (manager/tests/fleet.rs stops real workers started from the unit
+        // and checks that they exit cleanly; this is the "in time" half, by the numbers.)
+        let unit = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/systemd/shine-worker.service")).unwrap();
+        let stop: u64 = unit.lines().find_map(|l| l.trim().strip_prefix("TimeoutStopSec=")).expect("TimeoutStopSec=").trim().parse().unwrap();
+        assert!(FLUSH_SECS + REPORT_SECS < stop, "a stop may take {FLUSH_SECS} s + {REPORT_SECS} s; the unit allows {stop} s");
+    }
 }

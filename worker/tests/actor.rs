@@ -4,7 +4,7 @@
 mod common;
 
 use common::harness::{Harness, Output};
-use common::{actor_config, model, Scripted, AGENT_PERCENT, OPPONENT_X, PAUSE_FRAMES};
+use common::{actor_config, model, wait_until, Scripted, AGENT_PERCENT, HANG, OPPONENT_X, PAUSE_FRAMES};
 use shine_agent::experience::{col, TRANSITION_FLOATS};
 use shine_agent::model::{QNet, Scratch};
 use shine_agent::protocol::EpisodeReport;
@@ -49,7 +49,7 @@ fn play_game(cfg: ActorConfig, epsilon: f64, game: fn(usize) -> Scripted, enough
             Err(tokio::sync::mpsc::error::TryRecvError::Empty) => std::thread::sleep(std::time::Duration::from_millis(2)),
             Err(tokio::sync::mpsc::error::TryRecvError::Disconnected) => break,
         }
-        assert!(reports.len() < 10_000 && started.elapsed().as_secs() < 120, "never had enough episodes");
+        assert!(reports.len() < 10_000 && started.elapsed() < HANG, "never had enough episodes");
     }
     let counters = actor.counters.clone();
     let left = actor.stop();
@@ -198,11 +198,7 @@ fn self_play_hands_over_each_sides_transitions_with_its_own_rewards() {
     let pool = Pool::of(vec![(3, Arc::new(fight_model(Side::Marth, 3, 5)))]);
     let make = move |i: usize| Ok(Duel::new(Side::Fox, view, task, 100 + i as u64));
     let (actor, mut rival) = Harness::start_selfplay(cfg, make, Model { net: fight_model(Side::Fox, 1, 4), version: 1 }, 0.2, 1 << 12, pool);
-    let started = std::time::Instant::now();
-    while actor.counters.episodes.load(Relaxed) < 3 {
-        assert!(started.elapsed().as_secs() < 120, "three episodes never ended");
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
+    wait_until("three episodes to end", || actor.counters.episodes.load(Relaxed) >= 3);
     let left = actor.stop();
     let rows = |bs: &[RawBatch]| -> Vec<[f32; TRANSITION_FLOATS]> {
         bs.iter().flat_map(|b| b.data.chunks_exact(TRANSITION_FLOATS).map(|c| <[f32; TRANSITION_FLOATS]>::try_from(c).unwrap())).collect()

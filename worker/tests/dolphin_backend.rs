@@ -14,8 +14,6 @@ use procs::run_worker as run;
 use procs::*;
 use shine_agent::actions::ActionSet;
 use shine_agent::Side;
-use std::time::Duration;
-
 
 /// `play` with `common` on the simulator, then through the peer with `scenario` as the
 /// image: both stdouts and the Dolphin run's stderr, each run checked to succeed.
@@ -181,7 +179,7 @@ fn run_with_dolphin_feeds_the_manager_and_restarts_crashed_emulators() {
     let manager = start_manager(dir.path(), port, 1);
     let mut worker = start_worker(dir.path(), port, &["--backend", "dolphin", "--dolphin", peer.to_str().unwrap(), "--iso", scenario.to_str().unwrap()]);
     wait_for(
-        Duration::from_secs(180),
+        HANG,
         "gameplay from the Dolphin backend, across emulator crashes",
         || metric(port, "shine_experiences_total").unwrap_or(0.0) >= 2000.0 && worker.log().matches("environment failed, restarting its episode").count() >= 2,
         &manager,
@@ -189,7 +187,7 @@ fn run_with_dolphin_feeds_the_manager_and_restarts_crashed_emulators() {
     let workers = http_get(port, "/api/v1/workers").unwrap();
     assert!(workers.contains("\"backend\":\"dolphin\""), "the manager lists a dolphin worker: {workers}");
     worker.signal("TERM");
-    assert!(worker.wait(Duration::from_secs(60)).success(), "worker log:\n{}", worker.log());
+    assert!(worker.wait(HANG).success(), "worker log:\n{}", worker.log());
     let stats = read_stats(dir.path());
     assert!(u(&stats, "transitions_generated") > 0, "{stats}");
     assert_eq!(u(&stats, "transitions_uploaded"), u(&stats, "transitions_generated"), "{stats}");

@@ -6,7 +6,7 @@
 mod common;
 
 use common::harness::{Harness, Output};
-use common::{actor_config, model, Scripted};
+use common::{actor_config, model, Scripted, HANG};
 use shine_bridge::{Emulator, MatchSetup, Pad, RamView};
 use shine_worker::actor::{ActorConfig, Model};
 use shine_worker::shared::ActorCounters;
@@ -54,8 +54,9 @@ impl Emulator for Slow {
     }
 }
 
-/// Wait until the count has been `n` for `hold`, watching every count seen.
-fn settles_on(counters: &ActorCounters, n: u64, hold: Duration, within: Duration, seen: &mut Vec<u64>) {
+/// Wait until the count has been `n` for `hold` (or panic after [`HANG`]), watching
+/// every count seen.
+fn settles_on(counters: &ActorCounters, n: u64, hold: Duration, seen: &mut Vec<u64>) {
     let (start, mut since) = (Instant::now(), None);
     loop {
         let now_n = counters.envs.load(Relaxed);
@@ -66,7 +67,7 @@ fn settles_on(counters: &ActorCounters, n: u64, hold: Duration, within: Duration
         if since.is_some_and(|t| t.elapsed() >= hold) {
             return;
         }
-        assert!(start.elapsed() < within, "never settled on {n}: counts seen {seen:?}; reason: {}", counters.envs_reason());
+        assert!(start.elapsed() < HANG, "never settled on {n}: counts seen {seen:?}; reason: {}", counters.envs_reason());
         std::thread::sleep(Duration::from_millis(10));
     }
 }
@@ -92,12 +93,12 @@ fn envs_auto_settles_on_the_machines_best_count_and_follows_a_change() {
     let counters = actor.counters.clone();
     let mut seen = vec![];
     // A 3-core machine: 3 environments, having tried 4 and found it no better.
-    settles_on(&counters, 3, Duration::from_secs(2), Duration::from_secs(60), &mut seen);
+    settles_on(&counters, 3, Duration::from_secs(2), &mut seen);
     assert!(seen.contains(&4) || counters.envs_reason().contains("back to 3"), "{seen:?}");
     assert_eq!(seen.iter().find(|&&n| n > 0), Some(&1), "it starts small: {seen:?}");
     // The machine gets 5 cores: a re-check finds it and the count follows.
     machine.knee.store(5, Relaxed);
-    settles_on(&counters, 5, Duration::from_secs(2), Duration::from_secs(90), &mut seen);
+    settles_on(&counters, 5, Duration::from_secs(2), &mut seen);
     assert!(counters.envs_reason().contains('5'), "{}", counters.envs_reason());
     actor.stop();
     // Retired environments stopped: only the 5 in use remain.

@@ -10,12 +10,11 @@
 mod common;
 
 use common::harness::{Harness, Output};
-use common::{actor_config, model_bytes, Scripted};
+use common::{actor_config, model_bytes, wait_until, Scripted};
 use shine_agent::model::QNet;
 use shine_bridge::MatchSetup;
 use shine_worker::actor::Model;
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::{Duration, Instant};
 
 fn rss_kib() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status (Linux)");
@@ -45,11 +44,7 @@ fn memory_stays_flat_over_150_model_swaps() {
             buffers.insert(model.net.weights_addr());
         }
         actor.models.blocking_send(Model { net: model.net, version: v }).unwrap();
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while counters.model_swaps.load(Relaxed) < v {
-            assert!(Instant::now() < deadline, "the actor did not take model {v}");
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        wait_until(&format!("the actor to take model {v}"), || counters.model_swaps.load(Relaxed) >= v);
         if v == WARMUP {
             before = rss_kib();
         }

@@ -6,7 +6,6 @@ mod procs;
 
 use procs::*;
 use serde_json::Value;
-use std::time::Duration;
 
 const RUNS: &str = r#"
 [[runs]]
@@ -50,16 +49,16 @@ fn two_runs_train_side_by_side_with_their_own_workers_models_and_pause() {
     let (d1, d2, d3) = (wdir("w-dodge"), wdir("w-fight"), wdir("w-assigned"));
     let w1 = start_worker(&d1, port, &["--run", "dodge"]);
     let mut w2 = start_worker(&d2, port, &["--run", "fight"]);
-    wait_for(Duration::from_secs(60), "both named workers to register", || workers_of(port, "dodge").len() == 1 && workers_of(port, "fight").len() == 1, &w1);
+    wait_for(HANG, "both named workers to register", || workers_of(port, "dodge").len() == 1 && workers_of(port, "fight").len() == 1, &w1);
     // dodge has weight 2: one worker there is half a worker per unit of weight, so the
     // next worker without --run goes to dodge.
     let w3 = start_worker(&d3, port, &[]);
-    wait_for(Duration::from_secs(60), "the third worker to be assigned", || workers_of(port, "dodge").len() == 2, &manager);
+    wait_for(HANG, "the third worker to be assigned", || workers_of(port, "dodge").len() == 2, &manager);
     assert_eq!(workers_of(port, "fight").len(), 1);
 
     // Both runs train and publish models of their own action set.
     wait_for(
-        Duration::from_secs(240),
+        HANG,
         "both runs to train and publish",
         || {
             ["dodge", "fight"].iter().all(|r| {
@@ -80,7 +79,7 @@ fn two_runs_train_side_by_side_with_their_own_workers_models_and_pause() {
     // Every worker swaps to newer models of its own run (a model of the other action
     // set would be refused: "registered to play").
     for (w, what) in [(&w1, "dodge"), (&w2, "fight"), (&w3, "assigned")] {
-        wait_for(Duration::from_secs(60), &format!("the {what} worker to play a newer model"), || w.log().contains("playing with a new model"), w);
+        wait_for(HANG, &format!("the {what} worker to play a newer model"), || w.log().contains("playing with a new model"), w);
         assert!(!w.log().contains("registered to play"), "{what} worker was served another run's model:\n{}", w.log());
     }
     assert!(w3.log().contains("run=dodge"), "the assigned worker logs its run:\n{}", w3.log());
@@ -89,21 +88,22 @@ fn two_runs_train_side_by_side_with_their_own_workers_models_and_pause() {
     // run_paused (the worker keeps them), dodge trains on.
     let r = http(port, "POST", "/api/v1/runs/fight/pause").unwrap();
     assert_eq!(status(&r), 200, "{r}");
-    std::thread::sleep(Duration::from_millis(500));
+    // The pause is answered once no step of fight's can follow (the manager waits for
+    // a step in flight): the count read now is the one that must hold.
     let (f0, d0) = (run_field(port, "fight", "train_steps"), run_field(port, "dodge", "train_steps"));
     wait_for(
-        Duration::from_secs(60),
+        HANG,
         "fight's uploads to be refused as paused",
         || run_metric_labels(port, "shine_uploads_rejected_total", "reason=\"run_paused\",run=\"fight\"").unwrap_or(0.0) > 0.0,
         &manager,
     );
-    wait_for(Duration::from_secs(60), "dodge to keep training", || run_field(port, "dodge", "train_steps") > d0 + 100, &manager);
+    wait_for(HANG, "dodge to keep training", || run_field(port, "dodge", "train_steps") > d0 + 100, &manager);
     assert_eq!(run_field(port, "fight", "train_steps"), f0, "a paused run takes no train step");
     assert_eq!(run_metric_labels(port, "shine_uploads_rejected_total", "reason=\"run_paused\",run=\"dodge\""), None);
 
     // A restart resumes both, with fight still paused.
     manager.signal("TERM");
-    assert!(manager.wait(Duration::from_secs(60)).success(), "manager log:\n{}", manager.log());
+    assert!(manager.wait(HANG).success(), "manager log:\n{}", manager.log());
     for r in ["dodge", "fight"] {
         assert!(dir.path().join(format!("data/runs/{r}/checkpoint/checkpoint.safetensors")).exists(), "{r} wrote its final checkpoint");
     }
@@ -113,9 +113,9 @@ fn two_runs_train_side_by_side_with_their_own_workers_models_and_pause() {
     assert!(runs(port).iter().any(|r| r["name"] == "fight" && r["paused"] == true), "the pause outlives the restart");
     let r = http(port, "POST", "/api/v1/runs/fight/resume").unwrap();
     assert_eq!(status(&r), 200, "{r}");
-    wait_for(Duration::from_secs(120), "fight to train again after resume", || run_field(port, "fight", "train_steps") > fight + 50, &manager);
+    wait_for(HANG, "fight to train again after resume", || run_field(port, "fight", "train_steps") > fight + 50, &manager);
     w2.signal("TERM");
-    assert!(w2.wait(Duration::from_secs(60)).success(), "fight worker log:\n{}", w2.log());
+    assert!(w2.wait(HANG).success(), "fight worker log:\n{}", w2.log());
     let stats = read_stats(&d2);
     assert_eq!(u(&stats, "transitions_rejected") + u(&stats, "transitions_dropped_spool_full"), 0, "nothing the paused run refused was lost: {stats}");
 }

@@ -8,7 +8,6 @@ mod procs;
 use procs::*;
 use shine_agent::model::QNet;
 use shine_agent::Side;
-use std::time::Duration;
 
 const RUNS: &str = r#"
 [[runs]]
@@ -40,13 +39,13 @@ fn a_self_play_worker_feeds_both_runs_and_each_publishes_its_own_side() {
 
     // The Marth run trains on what the Fox run's worker plays as its opponent.
     wait_for(
-        Duration::from_secs(240),
+        HANG,
         "both runs to take transitions and publish newer models",
         || ["fox", "marth"].iter().all(|r| run_field(port, r, "transitions_inserted") > 3000 && run_field(port, r, "model_version") >= 3),
         &manager,
     );
     assert_eq!((workers_of(port, "fox"), workers_of(port, "marth")), (1, 0), "one worker, registered to fox");
-    wait_for(Duration::from_secs(60), "the worker to load the Marth run's models", || worker.log().contains("self-play: the opponent's models"), &worker);
+    wait_for(HANG, "the worker to load the Marth run's models", || worker.log().contains("self-play: the opponent's models"), &worker);
     for (run, side) in [("fox", Side::Fox), ("marth", Side::Marth)] {
         let bytes = get_body(port, &format!("/api/v1/runs/{run}/models/latest")).expect("the latest model");
         let net = QNet::load(&bytes).unwrap();
@@ -54,7 +53,7 @@ fn a_self_play_worker_feeds_both_runs_and_each_publishes_its_own_side() {
     }
 
     worker.signal("TERM");
-    assert!(worker.wait(Duration::from_secs(60)).success(), "worker log:\n{}", worker.log());
+    assert!(worker.wait(HANG).success(), "worker log:\n{}", worker.log());
     let stats = read_stats(&wdir);
     let (generated, uploaded, spooled) = (u(&stats, "opponent_transitions_generated"), u(&stats, "opponent_transitions_uploaded"), u(&stats, "opponent_spooled_transitions"));
     assert!(generated > 3000, "{stats}");
@@ -89,9 +88,9 @@ fn league_matches_are_played_rated_and_survive_a_restart() {
     std::fs::create_dir_all(&wdir).unwrap();
     let mut worker = start_worker(&wdir, port, &["--run", "marth"]);
     let league = || get_json(port, "/api/v1/league").unwrap();
-    wait_for(Duration::from_secs(240), "the league to have 6 matches", || league()["matches"].as_u64().unwrap_or(0) >= 6, &worker);
+    wait_for(HANG, "the league to have 6 matches", || league()["matches"].as_u64().unwrap_or(0) >= 6, &worker);
     worker.signal("TERM");
-    assert!(worker.wait(Duration::from_secs(60)).success(), "worker log:\n{}", worker.log());
+    assert!(worker.wait(HANG).success(), "worker log:\n{}", worker.log());
 
     let before = league();
     let players = before["players"].as_array().unwrap();
@@ -133,7 +132,7 @@ fn league_matches_are_played_rated_and_survive_a_restart() {
 
     // A restart replays the stored matches: the same table.
     manager.signal("TERM");
-    assert!(manager.wait(Duration::from_secs(60)).success(), "manager log:\n{}", manager.log());
+    assert!(manager.wait(HANG).success(), "manager log:\n{}", manager.log());
     let _manager = start_manager_runs(dir.path(), port, 2, trainer, &config);
     // The runs train on and publish, so the table may list newer models; every player
     // still listed keeps its record exactly.

@@ -13,6 +13,13 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 pub const TOKEN: &str = "test-token";
 
+/// The limit of every wait for something that must happen (the manager answering, a
+/// count reached, a message arriving, a process exiting): long enough that only a hang
+/// reaches it, on any machine (a loaded 2-core VM running debug builds, two test
+/// binaries side by side). A wait ends on its event, so the limit costs nothing when
+/// all is well.
+pub const HANG: Duration = Duration::from_secs(600);
+
 /// Small and fast: trains within a second of a few hundred uploaded transitions.
 pub fn config(data_dir: &Path) -> Config {
     let mut c = Config::default();
@@ -50,7 +57,7 @@ impl Manager {
         let http = reqwest::Client::new();
         let m = Manager { url, http, _stop_on_drop: stop.clone().drop_guard(), stop, task };
         // serve() binds before starting the trainer: wait until it answers.
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let deadline = Instant::now() + HANG;
         loop {
             if let Ok(r) = m.http.get(m.at("/healthz")).send().await {
                 if r.status() == 200 {
@@ -108,9 +115,9 @@ impl Manager {
         self.get_json("/api/v1/stats").await["current"].clone()
     }
 
-    /// Poll the stats until `f` holds (or panic after `secs`).
-    pub async fn wait_for(&self, what: &str, secs: u64, f: impl Fn(&Value) -> bool) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(secs);
+    /// Poll the stats until `f` holds (or panic after [`HANG`]).
+    pub async fn wait_for(&self, what: &str, f: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + HANG;
         loop {
             let c = self.current().await;
             if f(&c) {
@@ -123,6 +130,15 @@ impl Manager {
 
     pub async fn metrics(&self) -> String {
         self.http.get(self.at("/metrics")).send().await.unwrap().text().await.unwrap()
+    }
+}
+
+/// Poll `f` until it holds (or panic after [`HANG`]).
+pub async fn until(what: &str, mut f: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + HANG;
+    while !f().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
@@ -161,11 +177,10 @@ pub async fn connect(m: &Manager, path: &str) -> Result<Ws, tungstenite::Error> 
     tokio_tungstenite::connect_async(url).await.map(|(ws, _)| ws)
 }
 
-/// The next text message (skipping pings), as JSON; panics after `secs`.
-pub async fn next_json(ws: &mut Ws, secs: u64) -> Value {
-    let deadline = Duration::from_secs(secs);
+/// The next text message (skipping pings), as JSON; panics after [`HANG`].
+pub async fn next_json(ws: &mut Ws) -> Value {
     loop {
-        match tokio::time::timeout(deadline, ws.next()).await.expect("a message in time").expect("socket open").unwrap() {
+        match tokio::time::timeout(HANG, ws.next()).await.expect("a message in time").expect("socket open").unwrap() {
             Message::Text(t) => return serde_json::from_str(&t).unwrap(),
             Message::Close(c) => panic!("closed: {c:?}"),
             _ => {}

@@ -17,6 +17,19 @@ use shine_bridge::ram::{addr, fighter, static_block, static_player, RamImage, SI
 use shine_bridge::{Emulator, MatchSetup, Pad, RamView};
 use shine_worker::actor::ActorConfig;
 
+/// The limit of a wait for something that must happen (the actor's count reached):
+/// long enough that only a hang reaches it, on any machine (as `procs::HANG`).
+pub const HANG: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Poll `ok` until it holds; panics after [`HANG`].
+pub fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + HANG;
+    while !ok() {
+        assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
+
 /// Frame at which the agent is hit, from the episode seed; `None`: never.
 pub type Schedule = fn(u64) -> Option<u32>;
 

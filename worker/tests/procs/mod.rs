@@ -22,6 +22,12 @@ pub const WORKER: &str = env!("CARGO_BIN_EXE_shine-worker");
 
 pub const TOKEN: &str = "e2e-secret";
 
+/// The limit of a wait for something that must happen (a process up, a count reached,
+/// an exit): long enough that only a hang reaches it, on any machine (a loaded 2-core
+/// VM running debug builds, two test binaries side by side). A wait ends on its event,
+/// so the limit costs nothing when all is well.
+pub const HANG: Duration = Duration::from_secs(600);
+
 pub fn manager_bin() -> PathBuf {
     // target/<profile>/deps/e2e-<hash> -> target/<profile>/shine-manager, whatever
     // CARGO_TARGET_DIR is.
@@ -131,7 +137,7 @@ pub fn start_manager_edited(dir: &Path, port: u16, n: usize, trainer: &str, edit
     let text = std::fs::read_to_string(&config).unwrap();
     std::fs::write(&config, edit(text)).unwrap();
     let p = spawn(Command::new(manager_bin()).arg("--config").arg(config), dir.join(format!("manager-{n}.log")));
-    wait_for(Duration::from_secs(60), "the manager to answer /healthz", || http_get(port, "/healthz").is_some_and(|b| b.contains("ok")), &p);
+    wait_for(HANG, "the manager to answer /healthz", || http_get(port, "/healthz").is_some_and(|b| b.contains("ok")), &p);
     p
 }
 
@@ -174,7 +180,8 @@ pub fn http(port: u16, method: &str, path: &str) -> Option<String> {
 /// [`http`]'s whole response as bytes.
 fn http_bytes(port: u16, method: &str, path: &str) -> Option<Vec<u8>> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
+    // Only against a hang: an answer a loaded machine is slow to give still comes.
+    s.set_read_timeout(Some(HANG)).ok()?;
     write!(s, "{method} {path} HTTP/1.0\r\nHost: localhost\r\nAuthorization: Bearer {TOKEN}\r\nContent-Length: 0\r\n\r\n").ok()?;
     let mut out = Vec::new();
     s.read_to_end(&mut out).ok()?;
