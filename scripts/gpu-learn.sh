@@ -8,7 +8,7 @@
 #
 #   scripts/gpu-learn.sh [--device cuda|cpu] [--seeds "1 2 3"] [--minutes M | --seconds S]
 #                        [--workers N|auto] [--envs E|auto] [--config FILE] [--stop-at F]
-#                        [--bin DIR] [--eval-episodes N] [--no-baselines]
+#                        [--stop-at-steps N] [--bin DIR] [--eval-episodes N] [--no-baselines]
 #
 #   --device D       the manager's device (default cuda when nvidia-smi sees a GPU, else cpu)
 #   --seeds LIST     worker seeds, one run each (default "1 2 3")
@@ -17,6 +17,8 @@
 #   --envs E         environments per worker (default 1; auto lets each worker search)
 #   --config FILE    the manager's config (default configs/learn-gpu.toml)
 #   --stop-at F      stop a seed once its evaluation window reaches F (default 0.9)
+#   --stop-at-steps N  stop a seed once the manager counts N train steps (CI's check that
+#                    every part runs, on a machine of any speed: learn.sh --stop-at-steps)
 #   --bin DIR        prebuilt shine-manager and shine-worker (default: release builds)
 #   --eval-episodes N  the final model's evaluation at level 9 (default 200)
 #   --no-baselines   no idle, random or dodge rows (each seed's evaluation only)
@@ -36,6 +38,7 @@ while (( $# )); do
         --envs) envs=$2; shift 2 ;;
         --config) config=$2; shift 2 ;;
         --stop-at) stop_at=$2; shift 2 ;;
+        --stop-at-steps) pass+=(--stop-at-steps "$2"); shift 2 ;;
         --bin) bin=$2; shift 2 ;;
         --eval-episodes) episodes=$2; shift 2 ;;
         --no-baselines) pass+=(--no-baselines); shift ;;

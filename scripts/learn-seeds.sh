@@ -7,7 +7,8 @@
 # seeds.
 #
 #   scripts/learn-seeds.sh [--minutes M] [--config FILE] [--prioritized] [--stop-at F] [--label NAME] [--out DIR]
-#                          [learn.sh's --seconds S --device D --workers N --envs E --bin DIR --no-baselines] SEED...
+#                          [learn.sh's --seconds S --stop-at-steps N --device D --workers N --envs E --bin DIR
+#                          --no-baselines] SEED...
 #
 #   --minutes M      training time of each seed (default 30)
 #   --config FILE    the manager's config (learn.sh --config; default configs/learn.toml)
@@ -17,7 +18,8 @@
 #   --label NAME     data/learn-seeds/NAME/seed-N/ holds each run (default uniform or
 #                    prioritized)
 #   --out DIR        hold the runs in DIR/seed-N/ instead
-#   --seconds, --device, --workers, --envs, --bin, --no-baselines: passed to learn.sh
+#   --seconds, --stop-at-steps, --device, --workers, --envs, --bin, --no-baselines: passed
+#                    to learn.sh
 #
 # Runs take the whole machine one after the other; nothing else should run meanwhile
 # (minutes are wall-clock: another load slows the learner). The table is printed and
@@ -37,7 +39,7 @@ while (( $# )); do
         --label) label=$2; shift 2 ;;
         --out) out=$2; shift 2 ;;
         --seconds) minutes=$(python3 -c "print(round($2 / 60, 2))"); pass+=("$1" "$2"); shift 2 ;;
-        --device|--workers|--envs|--bin) pass+=("$1" "$2"); shift 2 ;;
+        --stop-at-steps|--device|--workers|--envs|--bin) pass+=("$1" "$2"); shift 2 ;;
         --no-baselines) pass+=("$1"); shift ;;
         -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         [0-9]*) seeds+=("$1"); shift ;;

@@ -6,7 +6,8 @@
 # at levels 1 and 9 for the fight.
 #
 #   scripts/learn.sh [MINUTES] [--config FILE] [--seed N] [--prioritized] [--stop-at FRACTION] [--data DIR]
-#                    [--seconds S] [--device D] [--workers N] [--envs E] [--bin DIR] [--no-baselines]
+#                    [--seconds S] [--stop-at-steps N] [--device D] [--workers N] [--envs E] [--bin DIR]
+#                    [--no-baselines]
 #
 #   MINUTES          training time (default 30)
 #   --seconds S      training time in seconds instead (a short check)
@@ -16,6 +17,10 @@
 #   --prioritized    [replay] sampling = "prioritized" on top of the config
 #   --stop-at F      stop training early once the manager's evaluation window reaches
 #                    F (0.9 = 90 % survival), checked every minute
+#   --stop-at-steps N  stop training once the manager's stats count N train steps
+#                    (checked every 2 s; the stats count in steps of the config's
+#                    [trainer] stats_every): a check that every part ran, whatever the
+#                    machine's speed, with MINUTES or --seconds as the limit a hang reaches
 #   --data DIR       where everything goes (default data/learn; emptied first)
 #   --device D       the manager's training device (shine-manager --device: auto, cpu,
 #                    cuda, cuda:N; default: the config's)
@@ -32,7 +37,7 @@ set -euo pipefail
 # run goes on (it takes half an hour or more) does not change what it does.
 {
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-minutes=30 seconds= seed=7 prioritized= stop_at= data=data/learn base=configs/learn.toml
+minutes=30 seconds= seed=7 prioritized= stop_at= stop_steps= data=data/learn base=configs/learn.toml
 device= workers=1 envs=1 bin= baselines=1
 while (( $# )); do
     case $1 in
@@ -40,6 +45,7 @@ while (( $# )); do
         --seed) seed=$2; shift 2 ;;
         --prioritized) prioritized=1; shift ;;
         --stop-at) stop_at=$2; shift 2 ;;
+        --stop-at-steps) stop_steps=$2; shift 2 ;;
         --data) data=$2; shift 2 ;;
         --seconds) seconds=$2; shift 2 ;;
         --device) device=$2; shift 2 ;;
@@ -62,6 +68,7 @@ fi
 task=$(sed -n 's/^task *= *"\(.*\)".*/\1/p' "$base" | head -1)
 task=${task:-untouchable}
 
+[[ -z $stop_steps || $stop_steps =~ ^[1-9][0-9]*$ ]] || { echo "learn.sh: --stop-at-steps takes a number of train steps, not $stop_steps" >&2; exit 2; }
 [[ $workers =~ ^[1-9][0-9]*$ ]] || { echo "learn.sh: --workers takes a number of worker processes, not $workers" >&2; exit 2; }
 limit=${seconds:-$(( minutes * 60 ))}
 if [[ -z "$bin" ]]; then
@@ -91,14 +98,16 @@ for (( i = 0; i < workers; i++ )); do
     worker_pids+=($!)
 done
 
-echo "training for $(( limit / 60 )) min $(( limit % 60 )) s${stop_at:+ (or until the evaluation window reaches $stop_at)}, $base, task $task, worker seed $seed, $workers worker(s) x $envs env(s)${device:+, device $device}${prioritized:+, prioritized replay} (logs in $data/logs)"
+echo "training for $(( limit / 60 )) min $(( limit % 60 )) s${stop_at:+ (or until the evaluation window reaches $stop_at)}${stop_steps:+ (or until $stop_steps train steps)}, $base, task $task, worker seed $seed, $workers worker(s) x $envs env(s)${device:+, device $device}${prioritized:+, prioritized replay} (logs in $data/logs)"
 start=$(date +%s)
 tick=$(( limit < 60 ? limit : 60 ))
+# A count to stop at is looked for every 2 s (with a progress line each time).
+[[ -n $stop_steps ]] && tick=2
 while (( $(date +%s) - start < limit )); do
     sleep "$tick"
-    # Exit status 3: the evaluation window reached --stop-at.
+    # Exit status 3: the evaluation window reached --stop-at; 4: --stop-at-steps reached.
     rc=0
-    python3 - "$url" "$start" "$stop_at" <<'PY' || rc=$?
+    python3 - "$url" "$start" "$stop_at" "$stop_steps" <<'PY' || rc=$?
 import json, sys, time, urllib.request
 try:
     s = json.load(urllib.request.urlopen(sys.argv[1] + "/api/v1/stats?since=9e99", timeout=20))["current"]
@@ -109,9 +118,15 @@ print(f"{(time.time() - int(sys.argv[2])) / 60:5.1f} min  steps {s['train_steps'
       f"model v{s['model_version']}  loss {s['loss'] or 0:.4f}  training reward {s['episode_reward'] or 0:.2f}  survival: training {pct(s['train_survival'])}, evaluation {pct(s['eval_survival'])}", flush=True)
 if sys.argv[3] and s["eval_survival"] is not None and s["eval_survival"] >= float(sys.argv[3]):
     sys.exit(3)
+if sys.argv[4] and s["train_steps"] >= int(sys.argv[4]):
+    sys.exit(4)
 PY
     if (( rc == 3 )); then
         echo "the evaluation window reached $stop_at: training stops here"
+        break
+    fi
+    if (( rc == 4 )); then
+        echo "the manager counted $stop_steps train steps: training stops here"
         break
     fi
 done

@@ -15,6 +15,8 @@
 # or the PowerPC cross compiler.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+started=$(date +%s)
+step() { echo "==> [$(( $(date +%s) - started )) s] $*" >&2; }
 
 # systemd (systemd-analyze) and cloud-init check the fleet's unit and user-data
 # (manager/tests/fleet.rs); procps has the `kill` the end-to-end tests signal with.
@@ -32,15 +34,41 @@ scripts/setup-debian.sh "${pkgs[@]}"
 SHINE_PYTHON=$(scripts/setup-python.sh)
 export SHINE_PYTHON
 
-echo "==> tests: the Slippi adapter (python/shine_bot)" >&2
+step "tests: the Slippi adapter (python/shine_bot)"
 "$SHINE_PYTHON" -m unittest discover -s python/tests
-echo "==> tests: bridge, agent (with tch), manager" >&2
-cargo test --workspace --exclude shine-worker "$@"
+
+# cargo-nextest (on the README's machines; .config/nextest.toml) runs the tests of every
+# test binary side by side on all cores, where `cargo test` runs the binaries one after
+# the other and a binary's one long test leaves a core idle. It runs no doc tests:
+# `cargo test --doc` does. Without it, cargo test runs everything, only slower.
+#   rust_tests "PACKAGES" [TEST ARGS...]
+nextest=
+if cargo nextest --version >/dev/null 2>&1; then
+    nextest=1
+else
+    echo "(cargo-nextest not found: cargo test runs the test binaries one at a time; \`cargo install --locked cargo-nextest\` makes this faster)" >&2
+fi
+rust_tests() {
+    local -a packages
+    read -ra packages <<<"$1"
+    shift
+    if [[ -n $nextest ]]; then
+        cargo nextest run "${packages[@]}" "$@"
+        cargo test --doc "${packages[@]}"
+    else
+        cargo test "${packages[@]}" "$@"
+    fi
+}
+step "tests: bridge, agent (with tch), manager"
+rust_tests "--workspace --exclude shine-worker" "$@"
 # The worker's end-to-end tests start the real manager binary (worker/tests/e2e.rs).
 cargo build -p shine-manager
-echo "==> tests: worker (built without libtorch)" >&2
-cargo test -p shine-worker "$@"
-echo "==> tests: the GPU scripts in their CPU form (a GPU machine runs them for real)" >&2
+step "tests: worker (built without libtorch)"
+rust_tests "-p shine-worker" "$@"
+
+step "tests: the GPU scripts in their CPU form (a GPU machine runs them for real)"
+# Each checks that every step ran and counted something, not how fast: the figures are
+# a GPU machine's to report.
 cargo build -p shine-manager --example replay_bench
 debug=${CARGO_TARGET_DIR:-target}/debug
 gpu_out=$(mktemp -d)
@@ -49,13 +77,21 @@ OUT=$gpu_out/check scripts/gpu-check.sh --device cpu --small --bin "$debug" >"$g
 for want in '^Adding one experience' '^Train step' '^| 128 | eager |' '^ *2 2 managers'; do
     grep -q -- "$want" "$gpu_out/check.md" || { cat "$gpu_out/check.md"; echo "gpu-check.sh: no line matching $want" >&2; exit 1; }
 done
-OUT=$gpu_out/learn scripts/gpu-learn.sh --device cpu --seeds 1 --seconds 40 --workers 2 --bin "$debug" --eval-episodes 4 --no-baselines >"$gpu_out/learn.md"
-# One seed trained (steps and transitions counted) and evaluated.
-grep -qE '^\| 1 \| 0 \| .* \| v[0-9]+: [0-9.]+ % \([0-9]+/4\).* \| [1-9][0-9]* \| [1-9][0-9]* \|$' "$gpu_out/learn.md" || { cat "$gpu_out/learn.md"; echo "gpu-learn.sh: no row for seed 1" >&2; exit 1; }
+# One seed until the manager counts 1,000 train steps (configs/learn-gpu.toml's
+# stats_every, so the first count its stats show), with 15 minutes as the limit only a
+# hang reaches.
+OUT=$gpu_out/learn scripts/gpu-learn.sh --device cpu --seeds 1 --stop-at-steps 1000 --seconds 900 --workers 2 --bin "$debug" \
+    --eval-episodes 4 --no-baselines >"$gpu_out/learn.md"
+# That seed trained (its steps and transitions counted) and its model was evaluated.
+grep -qE '^\| 1 \| [0-9]+ \| .* \| v[0-9]+: [0-9.]+ % \([0-9]+/4\).* \| [0-9]+ \| [0-9]+ \|$' "$gpu_out/learn.md" \
+    || { cat "$gpu_out/learn.md"; echo "gpu-learn.sh: no row for seed 1" >&2; exit 1; }
+grep -qE '^rates: .*\([1-9][0-9]{0,2}(,[0-9]{3})+ steps, [1-9][0-9,]* transitions in' "$gpu_out/learn/seed-1/result.txt" \
+    || { cat "$gpu_out/learn/seed-1/result.txt"; echo "gpu-learn.sh: seed 1 did not count 1,000 train steps and its transitions" >&2; exit 1; }
 rm -rf "$gpu_out"
 
-echo "==> tests: the dashboard in headless Chromium" >&2
+step "tests: the dashboard in headless Chromium"
 scripts/browser-test.sh
 # (after the browser test, which installs Node.js where it is missing)
-echo "==> tests: the dashboard's modules (node --test)" >&2
+step "tests: the dashboard's modules (node --test)"
 node --test web/tests/unit/
+step "all tests passed"
