@@ -61,15 +61,17 @@ rust_tests() {
 }
 step "tests: bridge, agent (with tch), manager"
 rust_tests "--workspace --exclude shine-worker" "$@"
-# The worker's end-to-end tests start the real manager binary (worker/tests/e2e.rs).
-cargo build -p shine-manager
+# The worker's end-to-end tests start the real manager binary (worker/tests/e2e.rs),
+# and the GPU scripts below replay_bench: both built by the run above. (The same
+# packages and targets, so the same features: `cargo build -p shine-manager` alone would
+# resolve them differently and build the manager a second time.)
+cargo build --workspace --exclude shine-worker --bins --examples
 step "tests: worker (built without libtorch)"
 rust_tests "-p shine-worker" "$@"
 
 step "tests: the GPU scripts in their CPU form (a GPU machine runs them for real)"
 # Each checks that every step ran and counted something, not how fast: the figures are
 # a GPU machine's to report.
-cargo build -p shine-manager --example replay_bench
 debug=${CARGO_TARGET_DIR:-target}/debug
 gpu_out=$(mktemp -d)
 OUT=$gpu_out/check scripts/gpu-check.sh --device cpu --small --bin "$debug" >"$gpu_out/check.md"

@@ -181,6 +181,12 @@ fn worker_image() -> &'static Image {
 }
 
 fn build_worker_image() -> Image {
+    // One build at a time, across processes: two tests here use the image, and under
+    // cargo-nextest each runs in a process of its own, so the OnceLock above does not
+    // share it. The builds share the source copy and its target dir below; the second
+    // waits here, then finds cargo's outputs fresh.
+    let lock = std::fs::File::create(target_dir().join("shine-fleet-test.lock")).unwrap();
+    lock.lock().expect("locking the fleet test's build");
     let t0 = Instant::now();
     let stages = parse_containerfile(&read(CONTAINERFILE));
     let build = stages.iter().find(|s| s.name.as_deref() == Some("build")).expect("a stage named build");
