@@ -50,6 +50,7 @@ pub mod pad_block {
 /// Offsets inside the static player block.
 pub mod static_player {
     pub const CHARACTER: u32 = 0x04; // u32, CSS id
+    pub const SLOT_TYPE: u32 = 0x08; // u32, who plays the port: 0 human, 1 CPU, 3 none
     pub const X: u32 = 0x10; // f32
     pub const Y: u32 = 0x14; // f32
     pub const PERCENT: u32 = 0x60; // u16, displayed percent
@@ -189,6 +190,10 @@ pub struct PlayerView<'a> {
 impl<'a> PlayerView<'a> {
     pub fn character(&self) -> Result<u32, RamError> {
         self.ram.u32(self.base + static_player::CHARACTER)
+    }
+    /// Who plays this port in the match: 0 a person (HMN), 1 Melee's CPU, 3 nobody.
+    pub fn slot_type(&self) -> Result<u32, RamError> {
+        self.ram.u32(self.base + static_player::SLOT_TYPE)
     }
     pub fn x(&self) -> Result<f32, RamError> {
         self.ram.f32(self.base + static_player::X)

@@ -169,8 +169,11 @@ pub struct PlayArgs {
     #[arg(long)]
     pub dolphin: Option<PathBuf>,
     /// With --backend dolphin: play against a person on this controller port (1-4)
-    /// instead of Melee's CPU. Dolphin runs in real time; the person picks their own
-    /// character; each match is played to its end (docs/dolphin.md).
+    /// instead of Melee's CPU. With the GameCube controller adapter, the pad goes in the
+    /// adapter's port of the same number (Dolphin reads adapter port N for game port
+    /// N). Dolphin runs in real time; the person picks their character, presses START
+    /// and picks the stage themselves before every match, and the bot waits for them as
+    /// long as they take; each match is played to its end (docs/dolphin.md).
     #[arg(long, value_parser = clap::value_parser!(u8).range(1..=4))]
     pub human_port: Option<u8>,
     /// With --human-port: the bot's port (default 2, or 1 when the person is on 2).

@@ -1,13 +1,18 @@
 //! `shine-worker play --human-port N`: a person against the bot in Dolphin.
 //!
 //! The person's port is mapped to their own controller (the GameCube controller adapter
-//! by default, or any pad Dolphin sees, with the mapping of a Dolphin GCPad profile);
-//! the bot plays on another port through its pipe. The menus leave the person's hand
-//! alone: they pick their own character; the bot's hand puts the bot's coin on Fox, the
-//! character it was trained as. Dolphin runs in real time, and each match is played to
-//! its end (stocks or the clock), not cut at a minute as training episodes are. The
-//! state the bot sees is always from its own point of view, its opponent's 13 floats
-//! first, whichever ports the two have (`agent::state`).
+//! by default, whose port N Dolphin reads for game port N, or any pad Dolphin sees, with
+//! the mapping of a Dolphin GCPad profile); the bot plays on another port through its
+//! pipe. The menus leave the person's hand alone, and the person sets the pace: they
+//! pick their character, press START and pick the stage themselves, between every two
+//! matches, taking as long as they like, and the terminal says what the bot waits for
+//! (a match their port played as Melee's CPU, their slot left on CPU, is quit and not
+//! counted). The bot's hand puts the bot's coin on Fox, the character it was trained
+//! as. Dolphin runs in real time, and each match is played to its end (stocks or the
+//! clock), not cut at a minute as training episodes are. The state the bot sees is
+//! always from its own point of view, its opponent's 13 floats first, whichever ports
+//! the two have (`agent::state`). Ctrl-C stops it at any point (Dolphin, in the
+//! terminal's process group, gets it too).
 
 use crate::backend::DolphinSetup;
 use anyhow::{bail, Context};
@@ -17,7 +22,9 @@ use shine_agent::actions::ActionSet;
 use shine_agent::policy::Policy;
 use shine_agent::state::{Observation, StateReader};
 use shine_bridge::dolphin::css::{self, scene};
-use shine_bridge::dolphin::HumanPad;
+use shine_bridge::dolphin::menu::Task;
+use shine_bridge::dolphin::{Dolphin, HumanPad};
+use shine_bridge::melee::characters::{describe, Character};
 use shine_bridge::{Emulator, MatchSetup, RamView};
 use std::path::Path;
 
@@ -57,8 +64,10 @@ pub fn ports(human_port: u8, bot_port: Option<u8>) -> anyhow::Result<MatchSetup>
 }
 
 /// How a match against a person ended.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct MatchResult {
+    /// The character the person played.
+    pub person_character: String,
     /// Frames the bot played.
     pub frames: u64,
     /// Stocks left on the last frame of the match, the bot's and the person's.
@@ -73,7 +82,14 @@ impl std::fmt::Display for MatchResult {
             std::cmp::Ordering::Less => "you won",
             std::cmp::Ordering::Equal => "even on stocks",
         };
-        write!(f, "{who}: stocks left bot {}, you {}, after {:.1} s", self.bot_stocks, self.person_stocks, self.frames as f64 / 60.0)
+        write!(
+            f,
+            "you as {}: {who}: stocks left bot {}, you {}, after {:.1} s",
+            self.person_character,
+            self.bot_stocks,
+            self.person_stocks,
+            self.frames as f64 / 60.0
+        )
     }
 }
 
@@ -84,12 +100,43 @@ fn in_match(ram: RamView, setup: &MatchSetup) -> bool {
     on && fighter(setup.agent_port) && fighter(setup.opponent_port)
 }
 
-/// One match to its end: `reset` walks the menus (the person picks their character,
-/// and the match starts once their coin is down), then the policy plays its
+/// What the terminal says when a menu step that waits for the person on `port` (1..=4)
+/// begins; `None` for the bot's own steps.
+pub fn person_message(task: Task, port: usize) -> Option<String> {
+    Some(match task {
+        Task::PersonCoin => format!("waiting for you: put your coin on a character (port {port})"),
+        Task::PersonStart => format!("waiting for you: press START on port {port} when ready (change character first if you like)"),
+        Task::PersonStage => format!("waiting for you: pick a stage (port {port})"),
+        Task::PersonSlot => format!("your slot (port {port}) is set to CPU: press its HMN/CPU toggle until it reads HMN"),
+        Task::PersonSilent => format!(
+            "no input from port {port} for a minute: is your controller in the adapter's port {port}? (Dolphin reads the adapter's port N \
+             for game port N; with --human-device, is that the device Dolphin sees?)"
+        ),
+        Task::QuitCpuMatch => format!("port {port} played as Melee's CPU (its slot was not HMN): quitting that match; it is not counted"),
+        _ => return None,
+    })
+}
+
+/// One match to its end: the menus walked (the person picks their character and starts
+/// the match; what the bot waits for is said on stderr), then the policy plays its
 /// macro-actions frame by frame until the match leaves the screen.
-pub fn play_match<E: Emulator>(emu: &mut E, policy: &mut dyn Policy, set: ActionSet, seed: u64) -> anyhow::Result<MatchResult> {
+pub fn play_match(emu: &mut Dolphin, policy: &mut dyn Policy, set: ActionSet, seed: u64) -> anyhow::Result<MatchResult> {
     let setup = emu.setup();
-    emu.reset(setup, seed).context("walking the menus to a match against the person")?;
+    let port = setup.opponent_port + 1;
+    emu.reset_traced(setup, &mut |t| {
+        if let Some(line) = t.task.and_then(|task| person_message(task, port)) {
+            eprintln!("{line}");
+        }
+    })
+    .context("walking the menus to a match against the person")?;
+    let person_character = emu
+        .ram()
+        .player(setup.opponent_port)
+        .and_then(|p| p.fighter())
+        .ok()
+        .flatten()
+        .and_then(|f| f.internal_character().ok())
+        .map_or("an unknown character".to_string(), |id| describe(Character::by_internal(id), id));
     let mut reader = StateReader::new();
     let mut obs: Observation = reader.read(emu.ram(), &setup)?;
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -101,13 +148,13 @@ pub fn play_match<E: Emulator>(emu: &mut E, policy: &mut dyn Policy, set: Action
             emu.step(pad).context("playing the match")?;
             if !in_match(emu.ram(), &setup) {
                 // The clock ran out (or the match was quit): the last frame seen counts.
-                return Ok(MatchResult { frames, bot_stocks: obs.agent.stocks, person_stocks: obs.opponent.stocks });
+                return Ok(MatchResult { person_character, frames, bot_stocks: obs.agent.stocks, person_stocks: obs.opponent.stocks });
             }
             obs = reader.read(emu.ram(), &setup)?;
             frames += 1;
             if obs.agent.stocks == 0 || obs.opponent.stocks == 0 {
                 // "GAME!": the next reset walks the results back to character select.
-                return Ok(MatchResult { frames, bot_stocks: obs.agent.stocks, person_stocks: obs.opponent.stocks });
+                return Ok(MatchResult { person_character, frames, bot_stocks: obs.agent.stocks, person_stocks: obs.opponent.stocks });
             }
         }
     }
@@ -125,7 +172,8 @@ pub fn play_against_person(
 ) -> anyhow::Result<Vec<MatchResult>> {
     let mut emu = dolphin.launch_against_person(setup, pad)?;
     eprintln!(
-        "Dolphin is up: pick your character with the controller on port {} (the bot is Fox on port {}); the match starts once your coin is down",
+        "Dolphin is up: pick your character with the controller on port {} (the bot is Fox on port {}), then press START and pick a stage; \
+         the bot waits for you as long as you take (Ctrl-C stops)",
         setup.opponent_port + 1,
         setup.agent_port + 1
     );

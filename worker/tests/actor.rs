@@ -137,9 +137,12 @@ fn n_step_rows_drop_the_unfinished_tail_of_time_limited_episodes() {
     let terminals = p.rows.iter().filter(|r| r[col::TERMINAL] == 1.0).count();
     assert!(terminals >= hits && terminals <= 3 * hits, "{terminals} terminal rows for {hits} hits");
     // Each time-limited episode leaves n-1 = 2 decisions that cannot be completed;
-    // shutdown adds at most 2 per environment.
+    // shutdown adds at most n = 3 per environment (of 3): the 2 in its window and the
+    // one in flight, which an environment stopped mid-step never answers. (The bound
+    // was 2 per environment, and a run of the test command failed on 11 for 2 time
+    // limits with a step in flight at the stop.)
     let incomplete = p.counters.incomplete.load(Relaxed);
-    assert!(incomplete >= 2 * survived && incomplete <= 2 * survived + 2 * 3, "{incomplete} incomplete for {survived} time limits");
+    assert!(incomplete >= 2 * survived && incomplete <= 2 * survived + 3 * 3, "{incomplete} incomplete for {survived} time limits");
     assert!(p.rows.iter().any(|r| r[col::REWARD] > 1.5 / 60.0), "some rows sum several rewards");
 }
 

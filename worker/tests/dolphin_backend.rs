@@ -236,6 +236,52 @@ fn play_against_a_person_plays_whole_matches_with_the_bot_on_either_port() {
 }
 
 #[test]
+fn a_person_who_takes_their_time_mistoggles_and_changes_character_sets_the_pace() {
+    // Issue 40, through the peer's stand-in for a person: at every visit of character
+    // select it rests 4,500 frames (75 s of game time, past the walk's old 20 s budget
+    // and the minute after which a still hand is reported); at its first visit it
+    // presses its own HMN/CPU toggle by mistake and starts that match; it plays Luigi,
+    // then Marth, then Luigi (a character per match started); it presses START and
+    // picks the stage itself.
+    let peer = peer();
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("melee.scenario");
+    std::fs::write(&scenario, "seed = 41\nhuman_character = Luigi, Marth\nhuman_wait = 4500\nhuman_mistake = toggle\nhuman_level = 9\nstocks = 1\n").unwrap();
+    let (ok, out, err) = run(&[
+        "play",
+        "--backend",
+        "dolphin",
+        "--dolphin",
+        peer.to_str().unwrap(),
+        "--iso",
+        scenario.to_str().unwrap(),
+        "--human-port",
+        "1",
+        "--policy",
+        "idle",
+        "--episodes",
+        "2",
+    ]);
+    assert!(ok, "{out}\n{err}");
+    let matches: Vec<&str> = out.lines().filter(|l| l.starts_with("match")).collect();
+    // The match their port played as Melee's CPU (Luigi, the first) was quit and not
+    // counted; then the person's Marth, then their Luigi: they changed character
+    // between matches, which a START pressed by the bot as the banner showed prevented.
+    assert_eq!(matches.len(), 2, "{out}");
+    assert!(matches[0].contains("you as Marth: you won") && matches[1].contains("you as Luigi: you won"), "{out}");
+    for said in [
+        "waiting for you: put your coin on a character (port 1)",
+        "no input from port 1 for a minute: is your controller in the adapter's port 1?",
+        "your slot (port 1) is set to CPU",
+        "port 1 played as Melee's CPU (its slot was not HMN): quitting that match; it is not counted",
+        "waiting for you: press START on port 1",
+        "waiting for you: pick a stage (port 1)",
+    ] {
+        assert!(err.contains(said), "the terminal says {said:?}:\n{err}");
+    }
+}
+
+#[test]
 fn against_a_person_the_state_is_the_bots_point_of_view_whichever_port_it_has() {
     use shine_agent::StateReader;
     use shine_bridge::sim::Sim;

@@ -14,7 +14,9 @@
 //!   HMN/CPU toggle, then grabs the level slider, drags it until the level byte reads
 //!   the level asked, and lets go;
 //! - against a person ([`Opponent::Human`]) there is no second hand: their port is
-//!   theirs, and they pick their own character;
+//!   theirs, they pick their own character, press START and pick the stage themselves,
+//!   as slowly as they like (the steps that wait for them have no budget), and their
+//!   slot must be a human one: a match their port plays as a CPU is quit, not played;
 //! - against a second bot on its own pipe ([`Opponent::Bot`], a model playing the other
 //!   side) that port's hand does what the bot's does: its coin on the opponent's
 //!   character (default Marth), its port a human one;
@@ -28,7 +30,8 @@
 //! walked to VS mode (libmelee's `choose_versus_mode`). The results screens get START.
 //!
 //! Each step has a budget of frames ([`Task::budget`]); a step that outlives it is an
-//! error that names the step, what RAM said, and what to check.
+//! error that names the step, what RAM said, and what to check. The steps that wait for
+//! a person have none ([`Task::waits_for_person`]): the person sets the pace.
 
 use super::css::{self, scene, Grab, PortView, SlotType};
 use crate::melee::action;
@@ -126,6 +129,20 @@ pub enum Task {
     Start,
     StageSelect,
     MatchStart,
+    /// Against a person: waiting for their coin on a character.
+    PersonCoin,
+    /// Against a person: no input from their port for a minute (their hand has not
+    /// moved): their controller may be in another port.
+    PersonSilent,
+    /// Against a person: their slot is a CPU or closed, and only they can set it back.
+    PersonSlot,
+    /// Against a person: both coins down, waiting for them to press START.
+    PersonStart,
+    /// Against a person: waiting for them to pick the stage.
+    PersonStage,
+    /// Against a person: the match on screen has their port played by Melee's CPU
+    /// (their slot was not HMN when they started it); quitting it, uncounted.
+    QuitCpuMatch,
 }
 
 impl Task {
@@ -143,10 +160,22 @@ impl Task {
             Task::CpuLevel => "character select: the CPU port's hand setting the level slider",
             Task::OpponentCoin => "character select: the opponent bot's hand placing its coin",
             Task::OpponentToggle => "character select: the opponent bot's hand switching its own port to human (HMN)",
-            Task::Start => "character select: START once the ready banner shows (against a person: once they have placed their coin)",
+            Task::Start => "character select: START once the ready banner shows",
             Task::StageSelect => "stage select: moving to the stage, A",
             Task::MatchStart => "waiting for both fighters to enter the match",
+            Task::PersonCoin => "character select: waiting for you to put your coin on a character",
+            Task::PersonSilent => "character select: no input from your port for a minute",
+            Task::PersonSlot => "character select: your slot is not a human (HMN) one",
+            Task::PersonStart => "character select: waiting for you to press START (change character first if you like)",
+            Task::PersonStage => "stage select: waiting for you to pick a stage",
+            Task::QuitCpuMatch => "your port played as Melee's CPU: quitting that match (it is not counted)",
         }
+    }
+
+    /// Whether this step waits for a person, who takes as long as they like: no
+    /// budget, and no message that calls it stuck.
+    pub fn waits_for_person(self) -> bool {
+        matches!(self, Task::PersonCoin | Task::PersonSilent | Task::PersonSlot | Task::PersonStart | Task::PersonStage)
     }
 
     /// What to check when this step gets stuck.
@@ -164,18 +193,26 @@ impl Task {
                 "the slot type byte 0x803F0E07 + 0x24 per port (0 human, 1 CPU, 3 off) and the HMN/CPU toggle position in css.rs; the toggle ignores a hand that grabs something; the CPU port needs its own pipe"
             }
             Task::CpuLevel => "the level byte 0x8048082F + 0x24 per port, the hand's grab byte (+6: 4 + port while it holds that port's slider), and the slider position in css.rs",
-            Task::Start => "the ready banner byte 0x804D6CF2 (0 = shown): it shows once every open slot has a character and no hand grabs anything; against a person, their coin must be down",
+            Task::Start => "the ready banner byte 0x804D6CF2 (0 = shown): it shows once every open slot has a character and no hand grabs anything",
             Task::StageSelect => "the stage cursor chain *(*(*(0x804D7820)+0x10)+0x28)+0x38/+0x3C and Final Destination's position in css.rs",
             Task::MatchStart => "the fighter pointers at the static player blocks (+0xB0) and the action state (+0x70)",
+            Task::PersonCoin | Task::PersonStart | Task::PersonStage => "nothing: this waits for the person",
+            Task::PersonSilent => {
+                "that the controller is in the adapter's port with the game port's number (Dolphin reads the adapter's port N for game port N), or, with a mapped pad, that its profile names the device Dolphin sees"
+            }
+            Task::PersonSlot => "that your hand presses your slot's HMN/CPU toggle until it reads HMN",
+            Task::QuitCpuMatch => "the static player block's slot type (+0x08: 0 human, 1 CPU)",
         }
     }
 
-    /// Frames this step may take before it is called stuck (60 a second).
-    pub fn budget(self) -> u64 {
+    /// Frames this step may take before it is called stuck (60 a second); `None` for a
+    /// step that waits for a person.
+    pub fn budget(self) -> Option<u64> {
         match self {
-            Task::WaitingForMenus => 60 * 60,
-            Task::Results | Task::MatchStart => 60 * 30,
-            _ => 60 * 20,
+            _ if self.waits_for_person() => None,
+            Task::WaitingForMenus => Some(60 * 60),
+            Task::Results | Task::MatchStart => Some(60 * 30),
+            _ => Some(60 * 20),
         }
     }
 }
@@ -278,16 +315,26 @@ pub struct Navigator {
     goal: MenuGoal,
     /// We played in the match on screen: it must be quit, not reused.
     quit_current: bool,
+    /// The match being quit is one the person's port played as a CPU.
+    cpu_match: bool,
     /// Frames since the navigator started (taps alternate press and release on it).
     t: u64,
     /// The step of the last frame, and for how many frames it has been the step.
     task: Option<Task>,
     on_task: u64,
+    /// Against a person: where their hand was last frame (`None`: not on screen), and
+    /// for how many frames it has not moved.
+    person_hand: Option<(f32, f32)>,
+    person_still: u64,
 }
+
+/// Frames without a move of the person's hand after which they are told their
+/// controller may be in the wrong port (a minute).
+pub const PERSON_SILENT_FRAMES: u64 = 60 * 60;
 
 impl Navigator {
     pub fn new(goal: MenuGoal, quit_current: bool) -> Self {
-        Navigator { goal, quit_current, t: 0, task: None, on_task: 0 }
+        Navigator { goal, quit_current, cpu_match: false, t: 0, task: None, on_task: 0, person_hand: None, person_still: 0 }
     }
 
     pub fn goal(&self) -> &MenuGoal {
@@ -309,9 +356,12 @@ impl Navigator {
             (scene::MAJOR_TITLE, _) => MenuStep::Press(Pads::agent(self.tap(Pad::NEUTRAL.with(Button::Start))), Task::TitleScreen),
             (scene::MAJOR_MAIN_MENU, _) => self.main_menu(ram)?,
             (scene::MAJOR_VS, scene::CSS) => {
-                self.quit_current = false; // whatever was on screen is gone
+                // Whatever was on screen is gone.
+                (self.quit_current, self.cpu_match) = (false, false);
                 self.character_select(ram)?
             }
+            // The person picks the stage.
+            (scene::MAJOR_VS, scene::STAGE_SELECT) if self.goal.opponent == Opponent::Human => MenuStep::Press(Pads::NEUTRAL, Task::PersonStage),
             (scene::MAJOR_VS, scene::STAGE_SELECT) => self.stage_select(ram)?,
             (scene::MAJOR_VS, scene::IN_GAME | scene::SUDDEN_DEATH) => self.in_game(ram)?,
             (scene::MAJOR_VS, scene::POSTGAME) => MenuStep::Press(Pads::agent(self.tap(Pad::NEUTRAL.with(Button::Start))), Task::Results),
@@ -320,7 +370,7 @@ impl Navigator {
         if let MenuStep::Press(_, task) = step {
             if self.task == Some(task) {
                 self.on_task += 1;
-                if self.on_task > task.budget() {
+                if task.budget().is_some_and(|budget| self.on_task > budget) {
                     return Err(MenuError::Stuck { task, frames: self.on_task, ram: describe_ram(ram, &self.goal) });
                 }
             } else {
@@ -350,15 +400,26 @@ impl Navigator {
     }
 
     fn in_game(&mut self, ram: RamView) -> Result<MenuStep, MenuError> {
+        let g = self.goal;
+        if g.opponent == Opponent::Human && !self.quit_current {
+            // A person who started a match with their slot on CPU (a toggle pressed by
+            // mistake) would watch Melee's CPU play for them: that match is quit, and
+            // the walk goes on from character select, where they are told.
+            let player = ram.player(g.opponent_port)?;
+            if player.fighter()?.is_some() && player.slot_type()? == u32::from(SlotType::Cpu.byte()) {
+                self.quit_current = true;
+                self.cpu_match = true;
+            }
+        }
         if self.quit_current {
             // The paper's quit: all four pressed, then all released, over and over. The
             // first press pauses (a press the game misses costs one more round); a press
             // while paused quits.
             let quit = Pad::NEUTRAL.with(Button::L).with(Button::R).with(Button::A).with(Button::Start).with_l(1.0);
-            return Ok(MenuStep::Press(Pads::agent(self.tap(quit)), Task::QuitMatch));
+            let task = if self.cpu_match { Task::QuitCpuMatch } else { Task::QuitMatch };
+            return Ok(MenuStep::Press(Pads::agent(self.tap(quit)), task));
         }
         // Fresh when both fighters exist and the bot is past the entry animation.
-        let g = self.goal;
         let fighters = [g.agent_port, g.opponent_port].map(|p| ram.player(p).and_then(|pl| pl.fighter()));
         if let [Ok(Some(me)), Ok(Some(cpu))] = fighters {
             let a = me.action_state()?;
@@ -401,14 +462,20 @@ impl Navigator {
         }
     }
 
-    fn character_select(&self, ram: RamView) -> Result<MenuStep, MenuError> {
+    fn character_select(&mut self, ram: RamView) -> Result<MenuStep, MenuError> {
         let g = self.goal;
         let me = css::port(ram, g.agent_port)?;
         // Each hand works on its own; the step reported is the first one not done.
         let agent = self.bot_slot(me, g.agent_port, g.agent_character);
+        if g.opponent == Opponent::Human {
+            // Their hand is theirs, and so is START: the bot's hand only sets up its own
+            // slot, then waits for them as long as they take.
+            let person = self.person_step(css::port(ram, g.opponent_port)?);
+            return Ok(MenuStep::Press(Pads::agent(agent.map_or(Pad::NEUTRAL, |a| a.0)), agent.map_or(person, |a| a.1)));
+        }
         let cpu_step = match g.opponent {
             Opponent::Cpu => self.cpu_slot(css::port(ram, g.opponent_port)?, g.opponent_port),
-            Opponent::Human => None, // their hand is theirs
+            Opponent::Human => None,
             Opponent::Bot => self.bot_slot(css::port(ram, g.opponent_port)?, g.opponent_port, g.cpu_character).map(|(pad, task)| {
                 (pad, if task == Task::AgentToggle { Task::OpponentToggle } else { Task::OpponentCoin })
             }),
@@ -418,12 +485,32 @@ impl Navigator {
             (Some((_, task)), _) | (None, Some((_, task))) => MenuStep::Press(pads, task),
             (None, None) => {
                 // The banner shows once every open slot has a character and no hand
-                // grabs anything: against a person, once they have placed their coin.
+                // grabs anything.
                 let ready = ram.u8(css::READY_BANNER)? == css::READY_SHOWN;
                 let start = if ready { self.tap(Pad::NEUTRAL.with(Button::Start)) } else { Pad::NEUTRAL };
                 MenuStep::Press(Pads::agent(start), Task::Start)
             }
         })
+    }
+
+    /// What the navigator waits for from the person (the bot's own slot done): their
+    /// slot a human one, their coin down, then their START. A hand that has not moved
+    /// for [`PERSON_SILENT_FRAMES`] before their coin is down is reported, once, as
+    /// [`Task::PersonSilent`] (a wrong adapter port shows so: no hand moves).
+    fn person_step(&mut self, v: PortView) -> Task {
+        // A hand not on screen counts as one that does not move.
+        if v.hand == self.person_hand {
+            self.person_still += 1;
+        } else {
+            (self.person_hand, self.person_still) = (v.hand, 0);
+        }
+        let coin_down = v.icon != css::NO_ICON && !matches!(v.grab, Some(Grab::Coin(_)));
+        match v.slot {
+            SlotType::Cpu => Task::PersonSlot,
+            SlotType::Human if coin_down => Task::PersonStart,
+            _ if self.person_still >= PERSON_SILENT_FRAMES => Task::PersonSilent,
+            _ => Task::PersonCoin,
+        }
     }
 
     /// The bot's hand: its coin down on the bot's character, its own port a human one.
@@ -833,16 +920,78 @@ mod tests {
             assert_eq!(pads.cpu, Pad::NEUTRAL, "nothing on their port");
             assert_eq!(task, Task::AgentCoin);
         }
-        // The bot's coin is down; the banner waits for theirs; START once it shows.
+        // The bot's coin is down: now it waits for theirs.
         s.hand(1, FOX.icon_centre(), H::Open).slot(1, SlotType::Human, FOX.icon, 0);
         let steps = two(&mut nav, &s);
-        assert!(steps.iter().all(|(p, t)| *t == Task::Start && *p == Pads::NEUTRAL), "{steps:?}");
-        s.w().set_u8(css::READY_BANNER, css::READY_SHOWN).unwrap();
-        assert!(tapped(&two(&mut nav, &s), Button::Start, true));
+        assert!(steps.iter().all(|(p, t)| *t == Task::PersonCoin && *p == Pads::NEUTRAL), "{steps:?}");
         // In game they play Luigi: that is theirs to choose.
         let mut s = Screenshot::new(scene::MAJOR_VS, scene::IN_GAME);
         s.fighters(action::WAIT, [FOX, LUIGI]);
         assert_eq!(Navigator::new(g, false).next(s.view()).unwrap(), MenuStep::Done);
+    }
+
+    #[test]
+    fn against_a_person_the_bot_never_presses_start_nor_picks_the_stage_and_waits_without_a_clock() {
+        // Issue 40: the walk sat in its Start step with a 20 s budget, ended the session
+        // when a person took longer, and pressed START the moment the banner showed.
+        let g = MenuGoal { opponent: Opponent::Human, ..goal() };
+        let mut s = Screenshot::css();
+        s.hand(1, FOX.icon_centre(), H::Open).slot(1, SlotType::Human, FOX.icon, 0);
+        s.hand(0, LUIGI.icon_centre(), H::Open).slot(0, SlotType::Human, LUIGI.icon, 0);
+        s.w().set_u8(css::READY_BANNER, css::READY_SHOWN).unwrap();
+        let mut nav = Navigator::new(g, false);
+        // Ten minutes of a banner shown and nobody pressing START: no error, no press.
+        for frame in 0..60 * 60 * 10 {
+            let (pads, task) = press(nav.next(s.view()).unwrap());
+            assert_eq!((pads, task), (Pads::NEUTRAL, Task::PersonStart), "frame {frame}");
+        }
+        // Their START took them to stage select: theirs to pick, as long as they like.
+        let mut s = Screenshot::new(scene::MAJOR_VS, scene::STAGE_SELECT);
+        s.stage_cursor(-20.0, 10.0);
+        for _ in 0..60 * 60 * 5 {
+            assert_eq!(press(nav.next(s.view()).unwrap()), (Pads::NEUTRAL, Task::PersonStage));
+        }
+        assert!(Task::PersonStart.budget().is_none() && Task::PersonCoin.budget().is_none() && Task::Start.budget().is_some());
+    }
+
+    #[test]
+    fn a_persons_slot_on_cpu_is_said_and_a_match_their_port_plays_as_a_cpu_is_quit() {
+        let g = MenuGoal { opponent: Opponent::Human, ..goal() };
+        let mut s = Screenshot::css();
+        s.hand(1, FOX.icon_centre(), H::Open).slot(1, SlotType::Human, FOX.icon, 0);
+        // A press on their own toggle: their slot is a CPU's, their coin still down.
+        s.hand(0, (-30.0, -15.0), H::Open).slot(0, SlotType::Cpu, LUIGI.icon, 1);
+        let mut nav = Navigator::new(g, false);
+        assert_eq!(press(nav.next(s.view()).unwrap()), (Pads::NEUTRAL, Task::PersonSlot));
+        // They started that match anyway: Melee's CPU plays their port. It is quit (the
+        // paper's L+R+A+START), not handed to the bot as a match against them.
+        let mut m = Screenshot::new(scene::MAJOR_VS, scene::IN_GAME);
+        m.fighters(action::WAIT, [FOX, LUIGI]);
+        m.w().set_u32(crate::ram::static_block(0) + static_player::SLOT_TYPE, 1).unwrap();
+        let steps = two(&mut nav, &m);
+        assert!(steps.iter().all(|(_, t)| *t == Task::QuitCpuMatch), "{steps:?}");
+        assert!(tapped(&steps, Button::Start, true) && tapped(&steps, Button::L, true), "{steps:?}");
+        // Back on character select; set back to HMN, the next match is theirs.
+        assert_eq!(press(nav.next(s.view()).unwrap()).1, Task::PersonSlot);
+        s.slot(0, SlotType::Human, LUIGI.icon, 1);
+        assert_eq!(press(nav.next(s.view()).unwrap()).1, Task::PersonStart);
+        m.w().set_u32(crate::ram::static_block(0) + static_player::SLOT_TYPE, 0).unwrap();
+        assert_eq!(nav.next(m.view()).unwrap(), MenuStep::Done);
+    }
+
+    #[test]
+    fn a_person_whose_hand_never_moves_for_a_minute_is_told_to_check_the_port() {
+        let g = MenuGoal { opponent: Opponent::Human, ..goal() };
+        let mut s = Screenshot::css();
+        s.hand(1, FOX.icon_centre(), H::Open).slot(1, SlotType::Human, FOX.icon, 0);
+        s.hand(0, (10.0, -15.0), H::Open).slot(0, SlotType::Human, NONE, 0);
+        let mut nav = Navigator::new(g, false);
+        let tasks: Vec<Task> = (0..PERSON_SILENT_FRAMES + 2).map(|_| press(nav.next(s.view()).unwrap()).1).collect();
+        assert!(tasks[..PERSON_SILENT_FRAMES as usize].iter().all(|t| *t == Task::PersonCoin), "a minute of patience first");
+        assert_eq!(tasks.last(), Some(&Task::PersonSilent));
+        // The hand moves: they are there after all.
+        s.hand(0, (11.0, -15.0), H::Open);
+        assert_eq!(press(nav.next(s.view()).unwrap()).1, Task::PersonCoin);
     }
 
     #[test]
@@ -903,7 +1052,7 @@ mod tests {
         let mut s = Screenshot::css();
         s.hand(1, FOX.icon_centre(), H::Coin).slot(1, SlotType::Human, NONE, 0);
         let mut nav = Navigator::new(goal(), false);
-        let err = (0..=Task::AgentCoin.budget() + 1).find_map(|_| nav.next(s.view()).err()).expect("stuck after the budget");
+        let err = (0..=Task::AgentCoin.budget().unwrap() + 1).find_map(|_| nav.next(s.view()).err()).expect("stuck after the budget");
         let msg = err.to_string();
         assert!(matches!(err, MenuError::Stuck { task: Task::AgentCoin, .. }), "{msg}");
         assert!(msg.contains("the bot's hand placing its coin") && msg.contains("Grabbing (Coin(1))") && msg.contains("0x803F0E0A"), "{msg}");

@@ -387,8 +387,16 @@ impl Dolphin {
     pub fn navigate(&mut self, goal: MenuGoal, trace: &mut dyn FnMut(MenuTrace<'_>)) -> Result<u64, DolphinError> {
         let mut nav = Navigator::new(goal, self.played);
         let mut last = None;
-        for frame in 0..self.cfg.menu_frame_limit {
-            match nav.next(self.ram())? {
+        // Frames spent waiting for a person do not count against the limit: they set
+        // the pace (menu::Task::waits_for_person).
+        let mut counted = 0;
+        let mut frame = 0;
+        while counted < self.cfg.menu_frame_limit {
+            let step = nav.next(self.ram())?;
+            if !matches!(step, MenuStep::Press(_, task) if task.waits_for_person()) {
+                counted += 1;
+            }
+            match step {
                 MenuStep::Done => {
                     self.played = false;
                     trace(MenuTrace { task: None, frame, ram: self.ram(), goal: &goal });
@@ -403,8 +411,27 @@ impl Dolphin {
                     self.step_pads(&[pads.agent, pads.cpu], self.cfg.load_timeout)?;
                 }
             }
+            frame += 1;
         }
         Err(DolphinError::MenuStuck { frames: self.cfg.menu_frame_limit, last: last.map_or("none".into(), |t| t.to_string()) })
+    }
+}
+
+impl Dolphin {
+    /// [`Emulator::reset`], with `trace` told of every menu step as it begins (what a
+    /// person against the bot is waiting on is said so: `play --human-port`).
+    pub fn reset_traced(&mut self, setup: MatchSetup, trace: &mut dyn FnMut(MenuTrace<'_>)) -> Result<(), DolphinError> {
+        if self.check_alive().is_err() {
+            self.restart()?;
+        }
+        self.setup = setup;
+        match self.cfg.game.clone() {
+            Game::Melee(goal) => {
+                let goal = MenuGoal { agent_port: setup.agent_port, opponent_port: setup.opponent_port, cpu_level: setup.cpu_level, ..goal };
+                self.navigate(goal, trace).map(drop)
+            }
+            Game::Homebrew => self.step_pads(&[Pad::NEUTRAL], self.cfg.frame_timeout).map(drop),
+        }
     }
 }
 
@@ -598,17 +625,7 @@ impl Emulator for Dolphin {
     /// A fresh match. Dolphin is restarted first if it died. `seed` cannot seed a real
     /// game and is ignored.
     fn reset(&mut self, setup: MatchSetup, _seed: u64) -> Result<(), DolphinError> {
-        if self.check_alive().is_err() {
-            self.restart()?;
-        }
-        self.setup = setup;
-        match self.cfg.game.clone() {
-            Game::Melee(goal) => {
-                let goal = MenuGoal { agent_port: setup.agent_port, opponent_port: setup.opponent_port, cpu_level: setup.cpu_level, ..goal };
-                self.navigate(goal, &mut |_| {}).map(drop)
-            }
-            Game::Homebrew => self.step_pads(&[Pad::NEUTRAL], self.cfg.frame_timeout).map(drop),
-        }
+        self.reset_traced(setup, &mut |_| {})
     }
 
     fn step(&mut self, pad: &Pad) -> Result<(), DolphinError> {

@@ -26,7 +26,9 @@
 //! | `cpu_level_start` | the level a port's slider shows when it becomes a CPU (1) |
 //! | `missed_pauses` | the first this many pauses in a match are missed (0) |
 //! | `slot_N` | what port N's slot (1..=4) starts as: `human`, `cpu` or `off` (human when plugged) |
-//! | `human_character` | the character a person's stand-in picks, by name (Luigi) |
+//! | `human_character` | the character a person's stand-in picks, by name, or several separated by commas: match k (counted from 0, every match started) gets the k-th, modulo their number, so the person changes character between matches (Luigi) |
+//! | `human_wait` | frames the stand-in's hand rests at every visit of character select before it moves: a person who takes their time (0) |
+//! | `human_mistake` | `toggle`: at its first visit the stand-in, its coin down, presses its own HMN/CPU toggle by mistake (its slot becomes a CPU) and starts that match; at the next visit it sets the slot back to HMN (none) |
 //! | `human_level` | the level at which the simulator's CPU plays the person's side (5) |
 //! | `stage_load_ms` | the frame counter stands still this long once the stage is chosen, as during Melee's stage load (0) |
 //! | `pace` | `lockstep`: once a bot has connected, one frame per `FLUSH` on every connected pipe (Slippi's blocking pipes; before that the boot runs free at `fps` and waits on its last frame); `free`: `fps` frames a second whatever the bot does, like upstream Dolphin (lockstep) |
@@ -78,7 +80,9 @@ fn parse_scenario(text: &str) -> Result<Scenario, String> {
             seed: 0,
             stocks: MatchSetup::default().stocks,
             slots: [None; 4],
-            human_icon: icon_by_name("Luigi").expect("Luigi is on the grid"),
+            human_icons: vec![icon_by_name("Luigi").expect("Luigi is on the grid")],
+            human_wait: 0,
+            human_mistake: false,
             human_level: 5,
         },
         stage_load: Duration::ZERO,
@@ -115,7 +119,15 @@ fn parse_scenario(text: &str) -> Result<Scenario, String> {
                     _ => return Err(bad()),
                 });
             }
-            "human_character" => s.menus.human_icon = icon_by_name(v).ok_or_else(bad)?,
+            "human_character" => s.menus.human_icons = v.split(',').map(|name| icon_by_name(name.trim())).collect::<Option<Vec<u8>>>().ok_or_else(bad)?,
+            "human_wait" => s.menus.human_wait = v.parse().map_err(|_| bad())?,
+            "human_mistake" => {
+                s.menus.human_mistake = match v {
+                    "toggle" => true,
+                    "none" => false,
+                    _ => return Err(bad()),
+                }
+            }
             "human_level" => s.menus.human_level = v.parse().ok().filter(|l| (1..=9).contains(l)).ok_or_else(bad)?,
             "stage_load_ms" => s.stage_load = Duration::from_millis(v.parse().map_err(|_| bad())?),
             "pace" => s.lockstep = v == "lockstep",

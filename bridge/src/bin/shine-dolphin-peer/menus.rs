@@ -12,8 +12,13 @@
 //!
 //! A port whose controller is not a pipe (a person's: a `[GCPadN]` device that is not
 //! `Pipe/...`, or `SIDeviceN = 12`, the GameCube controller adapter) is played by a
-//! stand-in: its hand takes its coin to the scenario's `human_character`, and in the
-//! match the simulator's CPU plays that side at `human_level`.
+//! stand-in for a person: at each visit of character select it rests `human_wait`
+//! frames, then its hand takes its coin to that match's `human_character` (calling the
+//! coin back first when it is down on another), sets its slot back to HMN if a CPU (or,
+//! at the first visit with `human_mistake = toggle`, presses that toggle by mistake),
+//! and presses START once the banner shows; on stage select it steers the cursor to
+//! Final Destination and presses A. In the match the simulator's CPU plays that side at
+//! `human_level`.
 //!
 //! Hands move by their port's stick (Melee's dead zone, [`HAND_SPEED`] units a frame at
 //! full tilt); menus act on presses (a button down now and up the frame before).
@@ -56,10 +61,14 @@ pub struct MenuScenario {
     pub stocks: u8,
     /// What each port's slot starts as (`None`: human when plugged, else off).
     pub slots: [Option<u8>; 4],
-    /// The person's stand-in: the icon it puts its coin on, and the level the
-    /// simulator's CPU plays its side at.
-    pub human_icon: u8,
+    /// The person's stand-in: the icons it puts its coin on (match k: the k-th, modulo
+    /// their number), the level the simulator's CPU plays its side at, the frames it
+    /// rests at each visit of character select, and whether it presses its own
+    /// HMN/CPU toggle by mistake at its first visit.
+    pub human_icons: Vec<u8>,
     pub human_level: u8,
+    pub human_wait: u32,
+    pub human_mistake: bool,
 }
 
 /// What plugs a port.
@@ -135,6 +144,10 @@ pub struct Menus {
     cast: Option<[(usize, u8); 2]>,
     /// Whether the match's opponent is an opponent bot's pipe (else the simulator's CPU).
     piped_rival: bool,
+    /// Frames since this visit of character select began (the stand-in's rest).
+    css_frames: u32,
+    /// The match (index) in whose visit the stand-in pressed its toggle by mistake.
+    mistake_at: Option<u64>,
 }
 
 fn deflection(v: f32) -> f32 {
@@ -167,7 +180,19 @@ impl Menus {
             level: scen.cpu_level_start,
         });
         let missed_left = scen.missed_pauses;
-        Menus { screen: Screen::Boot, ports, banner: BANNER_FRAMES, prev: [Pad::NEUTRAL; 4], scen, missed_left, matches: 0, cast: None, piped_rival: false }
+        Menus {
+            screen: Screen::Boot,
+            ports,
+            banner: BANNER_FRAMES,
+            prev: [Pad::NEUTRAL; 4],
+            scen,
+            missed_left,
+            matches: 0,
+            cast: None,
+            piped_rival: false,
+            css_frames: 0,
+            mistake_at: None,
+        }
     }
 
     /// Booting is over: the title screen, or (boot-to-CSS code) character select.
@@ -187,11 +212,12 @@ impl Menus {
     /// its stand-in's pad here).
     pub fn frame(&mut self, pipes: &[Option<Pad>; 4]) {
         let mut pads = *pipes;
-        for (p, pad) in pads.iter_mut().enumerate() {
+        for p in 0..4 {
             if self.ports[p].plug == Plug::Person {
-                *pad = Some(self.stand_in_pad(p));
+                pads[p] = Some(self.stand_in_pad(p));
             }
         }
+        self.css_frames = if matches!(self.screen, Screen::Css) { self.css_frames.saturating_add(1) } else { 0 };
         let pads = &pads;
         let prev = self.prev;
         let pressed = move |p: usize, b: Button| pads[p].is_some_and(|pad| pad.pressed(b) && !prev[p].pressed(b));
@@ -238,24 +264,45 @@ impl Menus {
         self.prev = pads.map(|pad| pad.unwrap_or(Pad::NEUTRAL));
     }
 
-    /// The person's stand-in: on character select its hand takes its coin to its
-    /// character and puts it down (A on even frames); nothing anywhere else (the match
-    /// side is the simulator's CPU).
-    fn stand_in_pad(&self, p: usize) -> Pad {
+    /// The person's stand-in (the module's doc says what it does): one frame's pad.
+    fn stand_in_pad(&mut self, p: usize) -> Pad {
         let port = self.ports[p];
-        if !matches!(self.screen, Screen::Css) || port.placed.is_some() {
-            return Pad::NEUTRAL;
-        }
-        let target = lay::icon_centre(self.scen.human_icon);
-        let (dx, dy) = (target.0 - port.hand.0, target.1 - port.hand.1);
-        if dx.abs() > 1.0 || dy.abs() > 1.0 {
+        // Buttons are tapped: pressed on a frame, released on the next.
+        let tap = |b: Button| if self.prev[p].pressed(b) { Pad::NEUTRAL } else { Pad::NEUTRAL.with(b) };
+        let toward = |at: (f32, f32), target: (f32, f32)| {
+            let (dx, dy) = (target.0 - at.0, target.1 - at.1);
             let m = (dx * dx + dy * dy).sqrt();
-            return Pad { main: Stick::new(0.5 + 0.5 * dx / m, 0.5 + 0.5 * dy / m), ..Pad::NEUTRAL };
-        }
-        if self.prev[p].pressed(Button::A) {
-            Pad::NEUTRAL
-        } else {
-            Pad::NEUTRAL.with(Button::A)
+            (m > 1.0).then(|| Pad { main: Stick::new(0.5 + 0.5 * dx / m, 0.5 + 0.5 * dy / m), ..Pad::NEUTRAL })
+        };
+        match self.screen {
+            Screen::Css if self.css_frames < self.scen.human_wait => Pad::NEUTRAL,
+            Screen::Css => {
+                let icons = &self.scen.human_icons;
+                let want = icons[(self.matches % icons.len() as u64) as usize];
+                if port.placed != Some(want) {
+                    if port.grab != Some(Grab::Coin) && port.placed.is_some() {
+                        return tap(Button::B); // its coin back to its hand first
+                    }
+                    return toward(port.hand, lay::icon_centre(want)).unwrap_or_else(|| tap(Button::A));
+                }
+                let mistake_now = self.scen.human_mistake && self.mistake_at.is_none();
+                let fix = port.slot != HUMAN && self.mistake_at.is_some_and(|m| m < self.matches);
+                if mistake_now || fix {
+                    if mistake_now && port.slot != HUMAN {
+                        self.mistake_at = Some(self.matches);
+                        eprintln!("peer: the person's stand-in pressed its HMN/CPU toggle by mistake");
+                        return Pad::NEUTRAL;
+                    }
+                    return toward(port.hand, lay::toggle(p)).unwrap_or_else(|| tap(Button::A));
+                }
+                if self.banner == 0 {
+                    tap(Button::Start)
+                } else {
+                    Pad::NEUTRAL
+                }
+            }
+            Screen::Stage { frames, cursor } if frames >= STAGE_FADE => toward(cursor, lay::FINAL_DESTINATION).unwrap_or_else(|| tap(Button::A)),
+            _ => Pad::NEUTRAL,
         }
     }
 
@@ -484,6 +531,12 @@ impl Menus {
                     let (_, external, internal) = lay::GRID[usize::from(*icon)];
                     let b = static_block(*p);
                     let _ = w.set_u32(b + static_player::CHARACTER, u32::from(external));
+                    if self.ports[*p].plug == Plug::Person {
+                        // Who plays a person's port: their slot's type (a CPU after a
+                        // toggle pressed by mistake), which the navigator checks. Other
+                        // ports keep the simulator's bytes, which tests compare whole.
+                        let _ = w.set_u32(b + static_player::SLOT_TYPE, u32::from(self.ports[*p].slot));
+                    }
                     if let Ok(f) = sim.ram().u32(b + static_player::FIGHTER_PTR) {
                         let _ = w.set_u32(f + fighter::INTERNAL_CHARACTER, u32::from(internal));
                     }
