@@ -47,6 +47,22 @@ TENSORS = (
 MAX_HEADER_SIZE = 100_000_000
 
 
+#: The fighter each side plays, as libmelee's ``Character`` names it, and the side it
+#: was trained against (Shine's ``Side::other``): models learn Fox against Marth.
+SIDE_CHARACTERS = {"fox": "FOX", "marth": "MARTH"}
+OTHER_SIDE = {"fox": "marth", "marth": "fox"}
+
+
+def side_mismatch(side: str, port: int, character: str) -> Optional[str]:
+    """Why a ``side`` model cannot play port ``port``, whose fighter is libmelee's
+    ``character`` (a ``Character`` name such as ``"MARTH"``), or None when it can: a
+    model's actions and Q-values are its own fighter's, on another fighter they mean
+    nothing."""
+    if character == SIDE_CHARACTERS[side]:
+        return None
+    return f"port {port} plays {character.title()}, and this model plays {side.title()} (its file's side is {side!r})"
+
+
 class ModelError(ValueError):
     """A model file that cannot be used, with what is wrong and what to do."""
 

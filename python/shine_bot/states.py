@@ -115,13 +115,11 @@ def run(slp: str, port: int, out: str, opponent_port: Optional[int] = None, mode
     """The ``states`` command; returns ``(rows written, info)``."""
     net = model_mod.load(model) if model else None
     frames, states, info = read_states(slp, port, opponent_port, warn=log)
-    if net is not None and info["bot_character"] != "FOX":
-        # Both action sets use Fox's shine: a model's actions on another fighter's
-        # states mean nothing.
-        raise StatesError(
-            f"port {port} plays {info['bot_character'].title()} in this replay, and Shine's models play Fox: "
-            f"pass --port with Fox's port, or leave out --model to write the states alone"
-        )
+    why = model_mod.side_mismatch(net.meta.side, port, info["bot_character"]) if net is not None else None
+    if why:
+        # A model's actions on another fighter's states mean nothing.
+        want = model_mod.SIDE_CHARACTERS[net.meta.side].title()
+        raise StatesError(f"{why}: pass --port with {want}'s port in this replay, or leave out --model to write the states alone")
     actions = model_mod.argmax_rows(net.forward(states)) if net is not None else None
     write_csv(out, frames, states, actions)
     return len(frames), info

@@ -66,6 +66,78 @@ class BotTest(unittest.TestCase):
             self.assertEqual(a, model_mod.argmax(net.forward(s)))
 
 
+    def test_the_bot_waits_until_its_fighter_is_past_the_entry_animation(self):
+        u = actions.action_set("untouchable")
+        net = ScriptedNet("untouchable", [2, 0])  # spot dodge, nothing
+        bot = play.Bot(net, bot_port=2, opponent_port=1)
+        # Entry, entry start, entry end; the opponent already out of it on frame 3.
+        entry = [0x142, 0x143, 0x143, 0x144, 0x144]
+        seq = [gamestate(f, {1: player(action=0x142 if f < 3 else 0x0E), 2: player(action=a)}) for f, a in enumerate(entry)]
+        seq += [gamestate(f, {1: player(action=0x0E), 2: player(action=0x0E)}) for f in range(5, 5 + 23)]
+        pads = [bot.frame(gs) for gs in seq]
+        self.assertEqual(pads[:5], [NEUTRAL] * 5)
+        self.assertEqual(pads[5:], list(u[2].script) + [NEUTRAL])
+        self.assertEqual(bot.started_frame, 5)
+        self.assertEqual(bot.decisions, 2)
+        # Nothing was read during the entry: the first state starts both counters at
+        # 0, as Shine's fresh reader does at hand-over.
+        first = net.seen[0]
+        self.assertEqual((float(first[12]), float(first[25])), (0.0, 0.0))
+        self.assertEqual(round(float(net.seen[1][25]) * 3600), 22)
+
+    def test_a_bot_that_joins_after_the_entry_plays_at_once(self):
+        net = ScriptedNet("untouchable", [0])
+        bot = play.Bot(net, bot_port=2, opponent_port=1)
+        bot.frame(gamestate(100, {1: player(action=0x142), 2: player(action=0x0E)}))
+        self.assertEqual((bot.started_frame, bot.decisions), (100, 1))
+
+    def test_the_entry_ids_are_shines(self):
+        self.assertEqual([play.in_entry(player(action=a)) for a in (0x141, 0x142, 0x143, 0x144, 0x145)], [False, True, True, True, False])
+        src = support.rust_source("bridge", "src", "melee.rs")
+        if src is None:
+            self.skipTest("not in a Shine checkout")
+        for name, value in (("ENTRY", play.ENTRY), ("ENTRY_END", play.ENTRY_END)):
+            self.assertRegex(src, rf"pub const {name}: u32 = {value:#x};")
+
+    def test_the_entry_on_a_real_replay(self):
+        # tests/data/game.slp: Fox on port 2 appears in the entry animation from
+        # Slippi's first frame; the bot's first decision is its first frame past it.
+        import melee
+
+        console = melee.Console(path=support.REPLAY, is_dolphin=False, allow_old_version=True)
+        self.assertTrue(console.connect())
+        net = ScriptedNet("fight", [0] * 100)
+        bot = play.Bot(net, bot_port=2, opponent_port=1)
+        actions_seen = []
+        while bot.started_frame is None:
+            gs = console.step()
+            actions_seen.append(gs.players[2].action.value)
+            bot.frame(gs)
+        self.assertEqual(actions_seen[0], 0x142)
+        self.assertTrue(all(play.ENTRY <= a <= play.ENTRY_END for a in actions_seen[:-1]), actions_seen)
+        self.assertFalse(play.ENTRY <= actions_seen[-1] <= play.ENTRY_END)
+        self.assertGreater(bot.started_frame, -123 + 30)
+        self.assertEqual(bot.decisions, 1)
+
+
+class SideTest(unittest.TestCase):
+    def test_each_side_plays_its_fighter(self):
+        import melee
+
+        self.assertEqual(play.character("fox"), melee.Character.FOX)
+        self.assertEqual(play.character("marth"), melee.Character.MARTH)
+        self.assertEqual(set(model_mod.SIDE_CHARACTERS), {"fox", "marth"})
+
+    def test_a_mismatch_names_the_side(self):
+        self.assertIsNone(model_mod.side_mismatch("marth", 2, "MARTH"))
+        self.assertEqual(
+            model_mod.side_mismatch("marth", 2, "FOX"), "port 2 plays Fox, and this model plays Marth (its file's side is 'marth')"
+        )
+        self.assertEqual(
+            model_mod.side_mismatch("fox", 1, "FALCO"), "port 1 plays Falco, and this model plays Fox (its file's side is 'fox')"
+        )
+
+
 class FakeConsole:
     is_dolphin = True
     logger = None
@@ -139,7 +211,7 @@ class FakeMenu:
 
 
 class PlayLoopTest(unittest.TestCase):
-    def run_play(self, bot_character):
+    def run_play(self, bot_character, side="fox", entry_frames=0, opponent_character=None, **run_kw):
         import melee
 
         seq = []
@@ -147,16 +219,25 @@ class PlayLoopTest(unittest.TestCase):
             gs = gamestate(f, {})
             gs.menu_state = melee.Menu.CHARACTER_SELECT
             seq.append(gs)
-        for f in range(-123, -113):
-            seq.append(gamestate(f, {1: player(character=melee.Character.MARTH), 2: player(character=bot_character)}))
+        them = opponent_character or melee.Character.MARTH
+        for i, f in enumerate(range(-123, -113)):
+            me = player(character=bot_character, action=0x143 if i < entry_frames else 0x0E)
+            seq.append(gamestate(f, {1: player(character=them), 2: me}))
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
 
         class Console:
             eventsize = [0] * 0x100
             stopped = False
+            made = []
 
-            def __init__(self, path):
+            def __init__(self, path, **kw):
                 self.path = path
+                self.kw = kw
                 self.eventsize[0x38] = 0x54
+                self.dolphin_home_path = os.path.join(tmp.name, "User")
+                self.temp_dir = None
+                Console.made.append(self)
 
             def run(self, iso_path):
                 self.iso = iso_path
@@ -185,15 +266,18 @@ class PlayLoopTest(unittest.TestCase):
             def __getattr__(self, name):
                 return lambda *a: pressed.append((name,) + a)
 
-        meta, w = support.make_model()
+        meta, w = support.make_model(side=side)
         net = model_mod.load_bytes(model_mod.save_bytes(meta, w))
         FakeMenu.calls = []
         out = io.StringIO()
         with mock.patch.object(melee, "Console", Console), mock.patch.object(melee, "Controller", Controller), mock.patch.object(
             melee, "MenuHelper", FakeMenu
         ):
-            rc = play.run(net, "/dolphin", "/melee.iso", port=2, opponent_port=1, out=out)
-        return rc, pressed, out.getvalue(), Console
+            try:
+                rc = play.run(net, "/dolphin", "/melee.iso", port=2, opponent_port=1, out=out, **run_kw)
+            finally:
+                self.log = out.getvalue()
+        return rc, pressed, self.log, Console
 
     def test_menus_then_the_game(self):
         import melee
@@ -206,12 +290,65 @@ class PlayLoopTest(unittest.TestCase):
         # 10 frames in game, 16 controller calls each.
         self.assertEqual(len(pressed), 160)
         self.assertIn("game started (frame -123), opponent on port 1", log)
+        self.assertIn("the bot plays from frame -123", log)
+        self.assertIn("the bot is on port 2 (Fox), you on port 1 with the GameCube controller adapter (plug into its port 1)", log)
+        self.assertNotIn("note:", log)
 
-    def test_the_bot_must_be_fox(self):
+    def test_an_empty_home_gets_the_adapter_on_the_persons_port(self):
         import melee
 
-        with self.assertRaisesRegex(play.PlayError, "port 2 is MARTH, not Fox"):
+        _, _, _, console = self.run_play(melee.Character.FOX)
+        (made,) = console.made
+        self.assertEqual(made.kw, {}, "libmelee's own temporary folder")
+        with open(os.path.join(made.dolphin_home_path, "Config", "Dolphin.ini")) as f:
+            self.assertEqual(f.read().split(), ["[Core]", "SIDevice0", "=", "12"])
+
+    def test_a_dolphin_home_is_copied_with_the_persons_settings(self):
+        import melee
+
+        with tempfile.TemporaryDirectory() as home:
+            os.makedirs(os.path.join(home, "Config"))
+            with open(os.path.join(home, "Config", "Dolphin.ini"), "w") as f:
+                f.write("[Core]\nSIDevice0 = 12\n")
+            _, _, log, console = self.run_play(melee.Character.FOX, dolphin_home=home)
+        (made,) = console.made
+        self.assertEqual(
+            made.kw, {"dolphin_home_path": home, "copy_home_directory": True, "fullscreen": None, "save_replays": None}
+        )
+
+    def test_the_bot_waits_for_the_entry_animation(self):
+        import melee
+
+        _, pressed, log, _ = self.run_play(melee.Character.FOX, entry_frames=4)
+        self.assertIn("the bot plays from frame -119 (past the entry animation)", log)
+        self.assertEqual(len(pressed), 160, "a neutral pad on every entry frame")
+
+    def test_a_marth_model_picks_and_plays_marth(self):
+        import melee
+
+        rc, pressed, log, _ = self.run_play(melee.Character.MARTH, side="marth", opponent_character=melee.Character.FOX)
+        self.assertEqual(rc, 0)
+        self.assertEqual({c[1] for c in FakeMenu.calls}, {melee.Character.MARTH})
+        self.assertIn("the bot is on port 2 (Marth)", log)
+        self.assertEqual(len(pressed), 160)
+        self.assertNotIn("note:", log)
+
+    def test_the_bot_must_be_the_models_fighter(self):
+        import melee
+
+        with self.assertRaises(play.PlayError) as cm:
             self.run_play(melee.Character.MARTH)
+        self.assertIn("port 2 plays Marth, and this model plays Fox (its file's side is 'fox')", str(cm.exception))
+        self.assertIn("leave port 2's character to shine-bot", str(cm.exception))
+        with self.assertRaises(play.PlayError) as cm:
+            self.run_play(melee.Character.FOX, side="marth")
+        self.assertIn("port 2 plays Fox, and this model plays Marth (its file's side is 'marth')", str(cm.exception))
+
+    def test_an_opponent_the_model_was_not_trained_against_is_noted(self):
+        import melee
+
+        _, _, log, _ = self.run_play(melee.Character.FOX, opponent_character=melee.Character.PEACH)
+        self.assertIn("note: the model was trained against Marth; port 1 plays Peach", log)
 
 
 class PlayArgumentsTest(unittest.TestCase):
@@ -249,6 +386,36 @@ class PlayArgumentsTest(unittest.TestCase):
                     rc, err = self.run_cli(*argv)
                     self.assertEqual(rc, 2, err)
                     self.assertRegex(err, pattern)
+            # The person's controller: a home that is not one, or has nothing on their
+            # port; a profile that is missing or maps nothing; flags that do not go together.
+            home = os.path.join(d, "home")
+            os.makedirs(os.path.join(home, "Config"))
+            with open(os.path.join(home, "Config", "Dolphin.ini"), "w") as f:
+                f.write("[Core]\nSIDevice0 = 0\nSIDevice2 = 12\n")
+            bad_profile = os.path.join(d, "pad.ini")
+            with open(bad_profile, "w") as f:
+                f.write("[Profile]\nDevice = evdev/0/Pad\n")
+            cases = [
+                (ok + ["--dolphin-home", os.path.join(d, "nohome")], "--dolphin-home .* does not exist"),
+                (ok + ["--dolphin-home", d], "has no Config/Dolphin.ini"),
+                (ok + ["--dolphin-home", home], r"nothing plugged into port 1 \(SIDevice0 = 0\)"),
+                (ok + ["--dolphin-home", home, "--human-controller", "home"], "nothing plugged into port 1"),
+                (ok + ["--human-controller", "home"], "--human-controller home .* give it with --dolphin-home"),
+                (ok + ["--human-controller", "usb"], "invalid choice"),
+                (ok + ["--human-profile", os.path.join(d, "none.ini")], "GCPad profile .* does not exist"),
+                (ok + ["--human-profile", bad_profile], "no \\[Profile\\] section with button mappings"),
+                (ok + ["--human-controller", "adapter", "--human-profile", bad_profile], "not allowed with"),
+            ]
+            for argv, pattern in cases:
+                with self.subTest(argv=argv[-2:]):
+                    rc, err = self.run_cli(*argv)
+                    self.assertEqual(rc, 2, err)
+                    self.assertRegex(err, pattern)
+            # A home with the person's controller on their port gets past the checks
+            # (to libmelee, which refuses the folder as Dolphin).
+            rc, err = self.run_cli(*ok, "--dolphin-home", home, "--opponent-port", "3")
+            self.assertEqual(rc, 2, err)
+            self.assertIn("as Slippi Dolphin", err)
             # A folder that holds no Slippi Dolphin: libmelee refuses it, exit 2.
             rc, err = self.run_cli(*ok)
             self.assertEqual(rc, 2, err)
@@ -273,9 +440,17 @@ class PlayArgumentsTest(unittest.TestCase):
                 self.assertEqual(cli.main(["info", "--model", model]), 0)
             self.assertIn("action set 'fight' (23 actions)", out.getvalue())
             self.assertIn("17 shine (4 frames)", out.getvalue())
+            self.assertIn("side fox (plays Fox, against Marth)", out.getvalue())
+            meta, w = support.make_model("fight", 23, side="marth")
+            with open(model, "wb") as f:
+                f.write(model_mod.save_bytes(meta, w))
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                self.assertEqual(cli.main(["info", "--model", model]), 0)
+            self.assertIn("side marth (plays Marth, against Fox)", out.getvalue())
 
     def test_help_explains_the_commands(self):
-        for argv, words in ((["--help"], ["play", "states", "exit codes"]), (["play", "--help"], ["--dolphin", "--iso", "default 2", "default 1", "Fox"]), (["states", "--help"], ["frame,s0,...,s26", "-123", ".9g", "--opponent-port"])):
+        for argv, words in ((["--help"], ["play", "states", "exit codes"]), (["play", "--help"], ["--dolphin", "--iso", "default 2", "default 1", "Fox", "Marth", "entry animation", "--dolphin-home", "--human-controller adapter", "--human-controller home", "--human-profile FILE", "SIDevice = 12", "SIDevice = 6", "GCPadNew.ini"]), (["states", "--help"], ["frame,s0,...,s26", "-123", ".9g", "--opponent-port"])):
             out = io.StringIO()
             with contextlib.redirect_stdout(out), self.assertRaises(SystemExit) as cm:
                 cli.main(argv)

@@ -207,8 +207,8 @@ class ReplayErrorsTest(unittest.TestCase):
         self.assertIn("could not read the replay", err)
         self.assertFalse(os.path.exists(self.out))
 
-    def model_file(self, action_set):
-        meta, w = support.make_model(action_set, 5)
+    def model_file(self, action_set, side="fox"):
+        meta, w = support.make_model(action_set, 5, side=side)
         path = os.path.join(self.tmp.name, "m.safetensors")
         with open(path, "wb") as f:
             f.write(model_mod.save_bytes(meta, w))
@@ -220,12 +220,29 @@ class ReplayErrorsTest(unittest.TestCase):
         self.assertEqual(rc, 2)
         self.assertIn("unknown action set 'jump_only': this adapter knows fight, untouchable", err)
 
-    def test_model_on_a_port_that_is_not_fox(self):
+    def test_model_on_a_port_that_is_not_its_sides(self):
         path = self.model_file("untouchable")
         rc, err = run_cli("states", "--slp", support.REPLAY, "--port", "1", "--model", path, "--out", self.out)
         self.assertEqual(rc, 2, err)
-        self.assertIn("port 1 plays Marth in this replay, and Shine's models play Fox", err)
+        self.assertIn("port 1 plays Marth, and this model plays Fox (its file's side is 'fox'): pass --port with Fox's port", err)
         self.assertFalse(os.path.exists(self.out))
+        path = self.model_file("untouchable", side="marth")
+        rc, err = run_cli("states", "--slp", support.REPLAY, "--port", "2", "--model", path, "--out", self.out)
+        self.assertEqual(rc, 2, err)
+        self.assertIn("port 2 plays Fox, and this model plays Marth (its file's side is 'marth'): pass --port with Marth's port", err)
+        self.assertFalse(os.path.exists(self.out))
+
+    def test_a_marth_model_on_marths_port(self):
+        path = self.model_file("untouchable", side="marth")
+        rc, err = run_cli("states", "--slp", support.REPLAY, "--port", "1", "--model", path, "--out", self.out)
+        self.assertEqual(rc, 0, err)
+        header, rows = read_csv(self.out)
+        self.assertEqual(header[-1], "action")
+        # Marth's view: the states are Fox's with the blocks swapped, the actions the
+        # Marth model's greedy ones on them.
+        marth = np.array([[np.float32(v) for v in r[1:-1]] for r in rows], dtype=np.float32)
+        net = model_mod.load(path)
+        np.testing.assert_array_equal(np.array([int(r[-1]) for r in rows]), model_mod.argmax_rows(net.forward(marth)))
 
 
 class EntryPointTest(unittest.TestCase):
