@@ -26,8 +26,6 @@ pub mod addr {
     pub const SCENE: u32 = 0x8047_9D30;
     /// "Menu" byte: 0 character select, 1 stage select, 2 in game, 4 post-game.
     pub const MENU: u32 = 0x8047_9D33;
-    /// Stage on the stage-select screen, u16.
-    pub const STAGE_SELECT: u32 = 0x804D_6CAD;
     /// Pad state the game reads for port 0; ports are [`PAD_STRIDE`] apart.
     pub const PAD_BASE: u32 = 0x804C_1FAC;
     pub const PAD_STRIDE: u32 = 0x44;
