@@ -7,6 +7,7 @@
 //   GET /api/v1/history/{run}?since  every 5 s, with two runs or more: the compare charts
 //   GET /api/v1/league               every 5 s: the league table and head-to-head matrix
 //   WS  /api/v1/live/{worker}        while a worker is picked: its live match (live.js)
+//   WS  {prefix}/play/{version}      while you play a bot: your match (play.js)
 // {prefix} is the picked run's (GET /api/v1/runs says where each run's routes are:
 // /api/v1 for the run named default, /api/v1/runs/{run} for the others); the page
 // remembers the pick as ?run=NAME. With one run the page shows just that run, as it did
@@ -20,6 +21,7 @@
 //   tables.js   the runs, settings, workers and trained bots tables
 //   league.js   the league's table and head-to-head matrix
 //   live.js     the live match's WebSocket and playback
+//   play.js     a match you play against a bot: keys, gamepad, its WebSocket
 //   stage.js    the stage, the fighters and their panels
 //   state.js    what the page shows, shared; dom.js: DOM helpers
 // Their pure functions are unit-tested with node (web/tests/unit/).
@@ -29,11 +31,13 @@ import { $ } from "./dom.js";
 import { clock, fmtInt, fmtNum } from "./formats.js";
 import { renderLeague } from "./league.js";
 import { drawLive, live, tick, watch } from "./live.js";
+import { initPlay, play, playTick } from "./play.js";
 import { initialRun, renderRunPicker } from "./runs.js";
 import { compare, state } from "./state.js";
 import { initTables, renderModels, renderRuns, renderSettings, renderWorkers } from "./tables.js";
 
 window.shineLive = live; // for the browser tests: frames drawn, the last frame
+window.shinePlay = play; // for the browser tests: the match you play, its messages
 
 // ---------------------------------------------------------------- wiring
 const showWorkers = () => renderWorkers(live.worker, (id) => { watchWorker(id); $("live").scrollIntoView(); });
@@ -206,4 +210,7 @@ drawLive();
 pollRuns();
 pollLeague();
 requestAnimationFrame(tick);
+initPlay();
+const playLoop = () => { playTick(); requestAnimationFrame(playLoop); };
+requestAnimationFrame(playLoop);
 window.addEventListener("resize", () => { drawCharts(); drawCompare(); drawLive(); });

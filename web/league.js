@@ -3,7 +3,10 @@
 // play between them; and the head-to-head matrix of the best rated that have played. The cells come from
 // pure functions (web/tests/unit/league.test.mjs); renderLeague() needs a browser.
 import { $, el } from "./dom.js";
+import { TOKEN, relativePrefix } from "./api.js";
 import { fmtInt } from "./formats.js";
+import { startPlay } from "./play.js";
+import { state } from "./state.js";
 
 // ---------------------------------------------------------------- pure
 // A rating as the tables show it: "1687 ± 140" (the 95 % interval's half width), or
@@ -22,7 +25,7 @@ export function headToHeadCell(c) {
 }
 
 // Who a row is: "fox v812 · fox", "cpu 9 · scripted".
-export const playerCell = (p) => p.player + " · " + (p.cpu !== null ? "scripted CPU" : p.side);
+export const playerCell = (p) => p.player + " · " + (p.cpu !== null ? "scripted CPU" : p.human ? "people, in the browser" : p.side);
 
 // ---------------------------------------------------------------- DOM
 export function renderLeague(t) {
@@ -34,6 +37,15 @@ export function renderLeague(t) {
     tr.dataset.player = p.player;
     tr.append(el("td", null, playerCell(p)), el("td", "num", ratingCell(p.rating, p.deviation, p.matches)),
       el("td", "num", fmtInt(p.matches)), el("td", "num", p.won + "-" + p.drawn + "-" + p.lost));
+    // A model can be played here, in the browser (play.js); its run's routes from GET /runs.
+    const pl = el("td");
+    const run = p.run !== null && state.runs.find((r) => r.name === p.run);
+    if (run) {
+      const b = el("button", "btn play-btn", "Play");
+      b.addEventListener("click", () => startPlay(relativePrefix(run.prefix), p.version, p.player, TOKEN));
+      pl.append(b);
+    }
+    tr.append(pl);
     tbody.append(tr);
   }
   const m = $("league-matrix");

@@ -50,9 +50,13 @@ export function cpuLabelLift(f, X, Y) {
 export const stocksText = (n) => n + (n === 1 ? " stock" : " stocks");
 
 // ---------------------------------------------------------------- drawing
-// The stage, and frame `f`'s fighters and panels; without a frame, a hint: pick a
-// worker (`watching` false) or wait for its frames.
-export function drawStage(canvas, f, watching) {
+// Who the two sides are on the live view: the worker's bot and its CPU.
+export const LIVE_NAMES = { agent: "BOT", agentPanel: "BOT (port 2)", opponent: "CPU", opponentPanel: "CPU (port 1)", idle: "Pick a worker above to watch its match" };
+
+// The stage, and frame `f`'s fighters and panels; without a frame, a hint: `names.idle`
+// (`watching` false) or wait for its frames. `names` says who the sides are (the live
+// view's, or a match played in the browser's: play.js).
+export function drawStage(canvas, f, watching, names = LIVE_NAMES) {
   const { ctx, w, h } = setupCanvas(canvas);
   const { sx, X, Y } = camera(w, h);
   const sky = ctx.createLinearGradient(0, 0, 0, h);
@@ -88,12 +92,12 @@ export function drawStage(canvas, f, watching) {
   if (!f) {
     ctx.fillStyle = "#8b98a9";
     ctx.font = "16px system-ui, sans-serif";
-    ctx.fillText(watching ? "Waiting for frames…" : "Pick a worker above to watch its match", w / 2, h * 0.3);
+    ctx.fillText(watching ? "Waiting for frames…" : names.idle, w / 2, h * 0.3);
     return;
   }
-  drawFighter(ctx, X, Y, sx, f.opponent, "#ef5b5b", "CPU", w, h, cpuLabelLift(f, X, Y));
-  drawFighter(ctx, X, Y, sx, f.agent, "#4fb3ff", "BOT", w, h, 0);
-  drawHud(ctx, w, h, f);
+  drawFighter(ctx, X, Y, sx, f.opponent, "#ef5b5b", names.opponent, w, h, cpuLabelLift(f, X, Y));
+  drawFighter(ctx, X, Y, sx, f.agent, "#4fb3ff", names.agent, w, h, 0);
+  drawHud(ctx, w, h, f, names);
 }
 
 function drawFighter(ctx, X, Y, s, p, color, tag, w, h, lift) {
@@ -150,9 +154,9 @@ function drawFighter(ctx, X, Y, s, p, color, tag, w, h, lift) {
   ctx.fillText(p.action_name || "?", px, py - bh - 6 - lift);
 }
 
-function drawHud(ctx, w, h, f) {
+function drawHud(ctx, w, h, f, names) {
   // Melee-style panels: percent and stocks, opponent left, bot right.
-  const panels = [[f.opponent, "CPU (port 1)", "#ef5b5b"], [f.agent, "BOT (port 2)", "#4fb3ff"]];
+  const panels = [[f.opponent, names.opponentPanel, "#ef5b5b"], [f.agent, names.agentPanel, "#4fb3ff"]];
   panels.forEach(([p, name, color], i) => {
     const pw = 170, ph = 62, x = w / 2 + (i === 0 ? -pw - 16 : 16), y = h - ph - 12;
     ctx.fillStyle = "rgba(13,17,23,.78)";

@@ -3,11 +3,12 @@
 // from pure functions (web/tests/unit/tables.test.mjs); the render functions need a
 // browser. initTables() first: it keeps index.html's "nothing yet" rows.
 import { $, el } from "./dom.js";
-import { withToken } from "./api.js";
+import { TOKEN, withToken } from "./api.js";
 import { runColor } from "./charts.js";
 import { fmtAgo, fmtBytes, fmtEpsilon, fmtInt, fmtNum, fmtPct, fmtSetting } from "./formats.js";
 import { flatSettings, differing, runStatus, settingKey, settingsHint, settingsShown } from "./runs.js";
 import { ratingCell } from "./league.js";
+import { startPlay } from "./play.js";
 import { state } from "./state.js";
 
 // ---------------------------------------------------------------- pure
@@ -236,7 +237,12 @@ export function renderModels() {
     a.href = withToken(m.url.replace(/^\//, ""));
     a.setAttribute("download", file(m.version));
     dl.append(a);
-    tr.append(dl);
+    // Play it here, in the browser, against the simulator (play.js).
+    const playBtn = el("button", "btn play-btn", "Play");
+    playBtn.addEventListener("click", () => startPlay(state.prefix, m.version, state.run + " v" + m.version, TOKEN));
+    const pl = el("td");
+    pl.append(playBtn);
+    tr.append(dl, pl);
     tbody.append(tr);
   }
   const pick = best || state.models[0];

@@ -13,6 +13,7 @@
 
 use crate::history::HistoryConfig;
 use crate::league::LeagueConfig;
+use crate::play::PlayConfig;
 use crate::registry::RegistryConfig;
 use crate::replay::ReplayConfig;
 use crate::trainer::TrainerConfig;
@@ -40,6 +41,8 @@ pub struct Config {
     pub wal: WalConfig,
     pub history: HistoryConfig,
     pub league: LeagueConfig,
+    /// `[play]`: matches against people in the browser (`crate::play`).
+    pub play: PlayConfig,
     /// `[[runs]]`: the experiments this manager trains (none: one run, `default`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub runs: Vec<RunSpec>,
@@ -392,6 +395,7 @@ impl Config {
         self.replay.validate()?;
         self.trainer.validate(&self.replay)?;
         self.league.validate()?;
+        self.play.validate()?;
         self.runs()?;
         Ok(())
     }

@@ -19,6 +19,10 @@
 //!   is stored in the history database before the answer (the API's 200 means it is
 //!   kept), then applied. At start the stored matches are replayed in order: the
 //!   ratings survive restarts exactly.
+//! - **People** ([`League::record_person`]): a match a person played against a model in
+//!   the browser (`crate::play`) is counted too, played out to its end, with all people
+//!   on this manager as one player, `human` ([`Player::Human`]). It is never handed to a
+//!   worker, and its volatility is the crate's 0.06, meant for people, who improve.
 //! - **Ratings**: one Glicko-2 update per match (`skillratings::glicko2::glicko2`,
 //!   its default config, every player's volatility [`VOLATILITY`]: players never
 //!   change), with the 95 % interval `skillratings` gives (rating +/- 1.96
@@ -67,12 +71,25 @@ pub const MATCH_TTL: Duration = Duration::from_secs(15 * 60);
 /// Players shown in the head-to-head matrix (the best rated that have played).
 pub const HEAD_TO_HEAD: usize = 8;
 
-/// A league player: a run's model, or the scripted CPU at a level.
+/// A league player: a run's model, the scripted CPU at a level, or the people who
+/// played in the browser.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum Player {
     Model { run: String, version: u64 },
     Cpu { cpu: u8 },
+    /// Every person on this manager, as one player named [`HUMAN`].
+    Human { human: String },
+}
+
+/// The people's player's name.
+pub const HUMAN: &str = "human";
+
+impl Player {
+    /// The people's player.
+    pub fn human() -> Player {
+        Player::Human { human: HUMAN.into() }
+    }
 }
 
 impl Player {
@@ -81,6 +98,7 @@ impl Player {
         match self {
             Player::Model { run, version } => format!("{run} v{version}"),
             Player::Cpu { cpu } => format!("cpu {cpu}"),
+            Player::Human { human } => human.clone(),
         }
     }
 }
@@ -147,6 +165,14 @@ impl Default for Record {
 }
 
 impl Record {
+    /// A newcomer's record: a person's strength changes, so people keep the crate's
+    /// volatility (0.06); models and the CPU never change ([`VOLATILITY`]).
+    fn new(p: &Player) -> Record {
+        match p {
+            Player::Human { .. } => Record { rating: Glicko2Rating::new(), ..Record::default() },
+            _ => Record::default(),
+        }
+    }
     fn matches(&self) -> u64 {
         self.won + self.drawn + self.lost
     }
@@ -156,10 +182,12 @@ impl Record {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Standing {
     pub player: String,
-    /// The model's run and version; `null` for an anchor.
+    /// The people who played in the browser ([`Player::Human`]).
+    pub human: bool,
+    /// The model's run and version; `null` for an anchor and for the people.
     pub run: Option<String>,
     pub version: Option<u64>,
-    /// The model's side; `null` for an anchor.
+    /// The model's side; `null` for an anchor and for the people.
     pub side: Option<&'static str>,
     /// The CPU's level; `null` for a model.
     pub cpu: Option<u8>,
@@ -300,10 +328,20 @@ impl League {
         versions
     }
 
+    /// A match a person played against model `a` (on `a_side`) to its end, as the
+    /// league stores it (a fresh match id; `result` from the model's side, its
+    /// `match_id` replaced): the caller stores it, then [`League::apply`]s it.
+    pub fn record_person(&mut self, a: Player, a_side: Side, result: LeagueResult, t: f64) -> Recorded {
+        let match_id = self.next_id;
+        self.next_id += 1;
+        Recorded { t, a, a_side, b: Player::human(), result: LeagueResult { match_id, ..result } }
+    }
+
     /// Count a stored match and update both ratings.
     pub fn apply(&mut self, m: &Recorded) {
         self.storing.remove(&m.result.match_id);
-        let (a, b) = (self.records.get(&m.a).copied().unwrap_or_default(), self.records.get(&m.b).copied().unwrap_or_default());
+        let record = |p: &Player| self.records.get(p).copied().unwrap_or_else(|| Record::new(p));
+        let (a, b) = (record(&m.a), record(&m.b));
         let outcome = match m.result.outcome {
             LeagueOutcome::Win => Outcomes::WIN,
             LeagueOutcome::Draw => Outcomes::DRAW,
@@ -345,14 +383,19 @@ impl League {
 
     /// A player's rating, deviation and matches played.
     pub fn record(&self, p: &Player) -> (f64, f64, u64) {
-        let r = self.records.get(p).copied().unwrap_or_default();
+        let r = self.records.get(p).copied().unwrap_or_else(|| Record::new(p));
         (r.rating.rating, r.rating.deviation, r.matches())
     }
 
     /// A player's rating and deviation (a newcomer's: 1500 and 350).
     pub fn rating(&self, p: &Player) -> (f64, f64) {
-        let r = self.records.get(p).copied().unwrap_or_default().rating;
+        let r = self.records.get(p).copied().unwrap_or_else(|| Record::new(p)).rating;
         (r.rating, r.deviation)
+    }
+
+    /// Whether `p` has played a match.
+    pub fn has_played(&self, p: &Player) -> bool {
+        self.records.get(p).is_some_and(|r| r.matches() > 0)
     }
 
     /// The table of `entrants` (the players of now), best rated first, and the
@@ -360,7 +403,7 @@ impl League {
     /// (A newcomer is rated 1500, above most players that have lost a match; a
     /// manager publishing every few seconds would fill the matrix with empty rows.)
     pub fn table(&self, entrants: &[Entrant]) -> Table {
-        let mut rows: Vec<(&Entrant, Record)> = entrants.iter().map(|e| (e, self.records.get(&e.player).copied().unwrap_or_default())).collect();
+        let mut rows: Vec<(&Entrant, Record)> = entrants.iter().map(|e| (e, self.records.get(&e.player).copied().unwrap_or_else(|| Record::new(&e.player)))).collect();
         rows.sort_by(|x, y| y.1.rating.rating.total_cmp(&x.1.rating.rating).then_with(|| x.0.player.cmp(&y.0.player)));
         let players = rows
             .iter()
@@ -369,9 +412,11 @@ impl League {
                 let (run, version, cpu) = match &e.player {
                     Player::Model { run, version } => (Some(run.clone()), Some(*version), None),
                     Player::Cpu { cpu } => (None, None, Some(*cpu)),
+                    Player::Human { .. } => (None, None, None),
                 };
                 Standing {
                     player: e.player.label(),
+                    human: matches!(e.player, Player::Human { .. }),
                     run,
                     version,
                     side: e.side.map(Side::name),

@@ -42,7 +42,8 @@
 //! run's series, episodes and evaluations in SQLite, across restarts), [`league`]
 //! (every kept model of every run rated from matches against each other), [`metrics`]
 //! (Prometheus, with the same words: accepted, inserted, sampled, trained), [`live`]
-//! (live matches fanned out to browsers), [`launch`] (`shine-manager launch-script`),
+//! (live matches fanned out to browsers), [`play`] (a person against a model in the
+//! browser, on the simulator, on a thread of its own), [`launch`] (`shine-manager launch-script`),
 //! [`priority`] (the device thread's scheduling priority: with [`cuda_graph`]'s FFI, the
 //! modules here allowed `unsafe`), [`bench`](mod@bench) (the paper's
 //! Table 1 and Figure 3 in one run).
@@ -70,6 +71,7 @@ pub mod history;
 pub mod league;
 pub mod launch;
 pub mod live;
+pub mod play;
 pub mod metrics;
 pub mod registry;
 pub mod run;

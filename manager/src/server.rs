@@ -89,6 +89,7 @@ async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Result<Ap
         history,
         league: Mutex::new(league),
         live: Default::default(),
+        plays: Default::default(),
         shutdown,
         config,
     });

@@ -10,6 +10,7 @@ use crate::fleet::{Fleet, IdBlocks};
 use crate::history::History;
 use crate::league::League;
 use crate::live::LiveHub;
+use crate::play::Plays;
 use crate::metrics::Metrics;
 use crate::run::{Run, RunError, Runs};
 use std::sync::{Arc, Mutex};
@@ -34,6 +35,8 @@ pub struct Manager {
     pub league: Mutex<League>,
     /// Live matches: browsers watching workers, and the frames fanned out to them.
     pub live: LiveHub,
+    /// Matches people play against the models in the browser (`crate::play`).
+    pub plays: Arc<Plays>,
     /// Cancelled when the manager shuts down: requests that wait (long polls,
     /// WebSockets) end at once instead of holding up the final checkpoint.
     pub shutdown: CancellationToken,

@@ -234,3 +234,63 @@ async fn a_caller_without_the_token_learns_no_run_names_when_reads_are_private()
     assert_eq!(r.status(), 404, "?token= makes a reader too");
     m.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_without_the_token_is_401_whether_or_not_its_run_exists() {
+    // Regression (issue 42): with public reads on, a write under /runs/{run} for a run
+    // that does not exist, sent without the token, answered 404 naming the runs, where
+    // docs/api.md checks the token first.
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path());
+    cfg.server.public_reads = true;
+    let m = Manager::start(cfg).await;
+    let c = &m.http;
+    let writes = |token: bool| {
+        let auth = |rq: reqwest::RequestBuilder| if token { rq.bearer_auth(TOKEN) } else { rq };
+        [
+            auth(c.post(m.at("/api/v1/runs/nosuch/experience")).header("content-type", "application/octet-stream").body(batch(10, 1))),
+            auth(c.post(m.at("/api/v1/runs/nosuch/workers")).json(&json!({ "host": "h" }))),
+            auth(c.post(m.at("/api/v1/runs/nosuch/workers/1/heartbeat")).json(&json!({}))),
+            auth(c.post(m.at("/api/v1/runs/nosuch/pause"))),
+        ]
+    };
+    for rq in writes(false) {
+        let r = rq.send().await.unwrap();
+        let (url, status) = (r.url().to_string(), r.status().as_u16());
+        let body = r.text().await.unwrap();
+        assert_eq!(status, 401, "{url}: {body}");
+        assert!(!body.contains("default"), "{url} names a run to a caller without the token: {body}");
+    }
+    // With the token, the 404 names the runs there are; a read needs none here.
+    for rq in writes(true) {
+        let r = rq.send().await.unwrap();
+        let (url, status) = (r.url().to_string(), r.status().as_u16());
+        let body = r.text().await.unwrap();
+        assert_eq!(status, 404, "{url}: {body}");
+        assert!(body.contains("default"), "{url}: {body}");
+    }
+    let r = c.get(m.at("/api/v1/runs/nosuch/stats")).send().await.unwrap();
+    assert_eq!(r.status(), 404, "public reads: a reader is told");
+    m.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_created_a_moment_ago_has_a_history() {
+    // Regression (issue 42): GET /history/{run} answered 404 for a run just created
+    // (and already fed), until the history's writer had stored the run, about a
+    // second later.
+    let dir = tempfile::tempdir().unwrap();
+    let m = Manager::start(config(dir.path())).await;
+    let (st, run) = m.post_json("/api/v1/runs", &json!({ "name": "fresh" })).await;
+    assert_eq!(st, 201, "{run}");
+    assert_eq!(upload_to(&m, "fresh", batch(20, 3)).await.0, 202);
+    let r = m.http.get(m.at("/api/v1/history/fresh")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let h: Value = r.json().await.unwrap();
+    assert_eq!(h["run"], "fresh");
+    assert!(h["series"].is_array() && h["evals"].is_array(), "{h}");
+    // A run neither the manager nor its history knows is still a 404.
+    let r = m.http.get(m.at("/api/v1/history/never")).send().await.unwrap();
+    assert_eq!(r.status(), 404);
+    m.stop().await.unwrap();
+}

@@ -66,7 +66,9 @@ async fn one(
     let state = s.clone();
     let name = run.clone();
     let found = tokio::task::spawn_blocking(move || -> anyhow::Result<Option<(Vec<Sample>, Vec<EvalRecord>)>> {
-        if !state.history.knows(&name)? {
+        // A run of this manager is known even before the history's writer (about once
+        // a second) has stored it: a run created a moment ago has a history, if empty.
+        if state.run(&name).is_err() && !state.history.knows(&name)? {
             return Ok(None);
         }
         Ok(Some((state.history.series(&name, since, points)?, state.history.evals(&name)?)))

@@ -51,8 +51,13 @@ async fn table(State(s): State<AppState>, _: Reader, q: Result<Query<TableQuery>
         // An unknown run is a 404 naming the runs there are (the caller may read).
         s.run(run)?;
     }
-    let entrants = entrants(&s, q.run.as_deref());
-    Ok(Json(s.league.lock().expect("league lock").table(&entrants)))
+    let mut entrants = entrants(&s, q.run.as_deref());
+    let league = s.league.lock().expect("league lock");
+    // The people are in the table once they have played (never in a worker's match).
+    if league.has_played(&Player::human()) {
+        entrants.push(Entrant { player: Player::human(), side: None });
+    }
+    Ok(Json(league.table(&entrants)))
 }
 
 fn player_view(p: &Player, side: shine_agent::Side) -> LeaguePlayer {
@@ -61,6 +66,8 @@ fn player_view(p: &Player, side: shine_agent::Side) -> LeaguePlayer {
             LeaguePlayer::Model { run: run.clone(), version: *version, side: side.name().into(), url: format!("{}/models/{version}", run_prefix(run)) }
         }
         Player::Cpu { cpu } => LeaguePlayer::Cpu { cpu: *cpu },
+        // League::assign picks among the entrants, which never hold the people.
+        Player::Human { .. } => unreachable!("a person's matches are played in the browser, never handed to a worker"),
     }
 }
 

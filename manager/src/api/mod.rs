@@ -11,6 +11,7 @@
 //! - [`stats`]: the dashboard's time series.
 //! - [`health`]: `/healthz`, `/metrics`.
 //! - [`live`]: live matches (the browsers' WebSocket, the workers' frames).
+//! - [`play`]: a person against a model in the browser (a WebSocket).
 //! - [`web`]: the dashboard's static files (`web/`, compiled in).
 //!
 //! Runs: every route but `/runs` is served twice, under `/api/v1/runs/{run}/...` for
@@ -21,9 +22,11 @@
 //! Access: writes need the bearer token ([`Writer`]); reads need it only with
 //! `public_reads = false` ([`Reader`]), and then also take it as `?token=`, since a
 //! browser can put no header on a page load, a download link or a WebSocket. A run that
-//! does not exist is a 404 naming the runs there are only for a caller allowed to read
-//! them; anyone else gets the 401 they would get for a run that exists ([`RunRef`]), so
-//! a stranger learns no run's name.
+//! does not exist is a 404 naming the runs there are only for a caller allowed to make
+//! that request of a run that exists (for a write, any method but GET and HEAD: the
+//! token; for a read: the right to read); anyone else gets the 401 they would get for a
+//! run that exists ([`RunRef`]), so a stranger learns no run's name, and the token is
+//! checked first on every write, as documented.
 //!
 //! This layer is HTTP only: it extracts, calls the run layer ([`crate::run`](mod@crate::run)) and maps
 //! its errors ([`crate::error`]); blocking calls go through `spawn_blocking`.
@@ -34,6 +37,7 @@ pub mod history;
 pub mod league;
 pub mod live;
 pub mod models;
+pub mod play;
 pub mod runs;
 pub mod stats;
 pub mod web;
@@ -66,6 +70,7 @@ pub fn app(state: AppState) -> Router {
             .merge(models::router())
             .merge(stats::router())
             .merge(live::router())
+            .merge(play::router())
     };
     // Under /runs/{run}, every route first checks that the run exists (after the
     // caller's right to know it: RunRef).
@@ -114,8 +119,9 @@ impl FromRequestParts<AppState> for RunName {
 }
 
 /// The run a request is for: the one in its path, or `default`. None there: 404 with
-/// the runs' names for a caller allowed to read them, else 401 (as for a run that
-/// exists: its handler would refuse the caller too).
+/// the runs' names for a caller its handler would serve (a write with the token, a
+/// read allowed to read), else 401, as for a run that exists: its handler would refuse
+/// the caller too, and for a write the token comes first whether or not the run exists.
 pub struct RunRef(pub Arc<Run>);
 
 impl FromRequestParts<AppState> for RunRef {
@@ -124,9 +130,19 @@ impl FromRequestParts<AppState> for RunRef {
         let RunName(name) = RunName::from_request_parts(parts, state).await?;
         match state.run(name.as_deref().unwrap_or(DEFAULT_RUN)) {
             Ok(run) => Ok(RunRef(run)),
-            Err(_) if !may_read(state, parts) => Err(ApiError::Unauthorized),
+            Err(_) if !may_ask(state, parts) => Err(ApiError::Unauthorized),
             Err(e) => Err(e),
         }
+    }
+}
+
+/// Whether a request is one its route would answer for this caller as far as access
+/// goes: a write (any method but GET and HEAD) needs the token, a read the right to read.
+fn may_ask(state: &AppState, parts: &Parts) -> bool {
+    if parts.method == axum::http::Method::GET || parts.method == axum::http::Method::HEAD {
+        may_read(state, parts)
+    } else {
+        authorized(state, &parts.headers)
     }
 }
 

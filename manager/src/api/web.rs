@@ -17,7 +17,7 @@ use axum::Router;
 
 const INDEX: &str = include_str!("../../../web/index.html");
 /// The dashboard's JavaScript modules, by file name: `app.js` (the entry) and what it imports.
-const MODULES: [(&str, &str); 11] = [
+const MODULES: [(&str, &str); 12] = [
     ("app.js", include_str!("../../../web/app.js")),
     ("api.js", include_str!("../../../web/api.js")),
     ("charts.js", include_str!("../../../web/charts.js")),
@@ -25,6 +25,7 @@ const MODULES: [(&str, &str); 11] = [
     ("formats.js", include_str!("../../../web/formats.js")),
     ("league.js", include_str!("../../../web/league.js")),
     ("live.js", include_str!("../../../web/live.js")),
+    ("play.js", include_str!("../../../web/play.js")),
     ("runs.js", include_str!("../../../web/runs.js")),
     ("stage.js", include_str!("../../../web/stage.js")),
     ("state.js", include_str!("../../../web/state.js")),
