@@ -45,9 +45,10 @@ fi
 profile=${SHINE_PROFILE:-debug}
 flags=()
 [ "$profile" = release ] && flags=(--release)
-echo "==> building shine-manager and shine-worker ($profile)" >&2
+echo "==> building shine-manager, its play_check and shine-worker ($profile)" >&2
 # Two cargo runs, as in scripts/test.sh: the worker is built without libtorch.
-cargo build "${flags[@]}" -p shine-manager --bin shine-manager
+# play_check replays the match the test plays in the page (manager/examples/play_check.rs).
+cargo build "${flags[@]}" -p shine-manager --bin shine-manager --example play_check
 cargo build "${flags[@]}" -p shine-worker --bin shine-worker
 bin=${CARGO_TARGET_DIR:-$root/target}/$profile
 
@@ -105,6 +106,10 @@ batch_size = 32
 # A third of the workers' time on league matches: the fight run's models get rated in
 # seconds.
 share = 0.3
+
+[play]
+# The match the test plays in the page ends on its clock, after ten seconds.
+match_secs = 10.0
 
 [[runs]]
 name = "default"
@@ -166,7 +171,7 @@ start_workers
 
 browser_test() {
     (cd web/tests && SHINE_URL="$url" SHINE_TOKEN="$token" SHINE_ARTIFACTS="$art" SHINE_WORKER_BIN="$bin/shine-worker" \
-        SHINE_RESTART_AT="${restart_at:-}" node dashboard.test.mjs "$@") || status=$?
+        SHINE_RESTART_AT="${restart_at:-}" SHINE_PLAY_CHECK="$bin/examples/play_check" node dashboard.test.mjs "$@") || status=$?
 }
 
 echo "==> browser test (headless chromium)" >&2

@@ -63,6 +63,9 @@ export function playSocketUrl(loc, prefix, version, client, token) {
   return addToken(proto + "//" + loc.host + base + prefix + "/play/" + version + "?client=" + encodeURIComponent(client), token);
 }
 
+// A match's length in words: whole minutes as minutes, else seconds.
+export const matchLength = (secs) => (secs >= 60 && secs % 60 === 0 ? secs / 60 + (secs === 60 ? " minute" : " minutes") : Math.round(secs) + " s");
+
 // The result line of a finished match (the manager's `result`).
 export function resultLine(r) {
   const who = r.winner === "you" ? "You won" : r.winner === "bot" ? "The bot won" : "A draw";
@@ -107,7 +110,7 @@ export function startPlay(prefix, version, label, token) {
     if (m.type === "hello") {
       play.hello = m;
       $("play-status").textContent = "Playing " + label + " (" + m.bot_side + "): you are " + m.your_side + ". " + m.stocks + " stocks, " +
-        Math.round(m.match_secs / 60) + " minutes; the match ends after " + Math.round(m.idle_secs) + " s without input.";
+        matchLength(m.match_secs) + "; the match ends after " + matchLength(m.idle_secs) + " without input.";
       $("play-stop").disabled = false;
       sendPad(true);
     } else if (m.type === "frame") {

@@ -14,7 +14,8 @@
 // Environment: SHINE_URL (manager), SHINE_TOKEN (its token: the page is also opened as
 // /?token=), SHINE_ARTIFACTS (output folder), SHINE_WORKER_BIN (to check the downloaded
 // model loads), SHINE_RESTART_AT (--after-restart: unix time between the old manager's
-// exit and the new one's start), CHROMIUM (default /usr/bin/chromium),
+// exit and the new one's start), SHINE_PLAY_CHECK (manager/examples/play_check: replays
+// the match the test plays in the page), CHROMIUM (default /usr/bin/chromium),
 // SHINE_WARMUP_SECS (let training run this long first: fuller charts for screenshots).
 import { chromium } from "playwright-core";
 import { spawnSync } from "node:child_process";
@@ -26,9 +27,10 @@ const URL = process.env.SHINE_URL;
 const TOKEN = process.env.SHINE_TOKEN;
 const ART = process.env.SHINE_ARTIFACTS;
 const WORKER = process.env.SHINE_WORKER_BIN;
+const PLAY_CHECK = process.env.SHINE_PLAY_CHECK;
 const AFTER_RESTART = process.argv.includes("--after-restart");
 const RESTART_AT = Number(process.env.SHINE_RESTART_AT);
-assert.ok(URL && TOKEN && ART && WORKER, "set SHINE_URL, SHINE_TOKEN, SHINE_ARTIFACTS and SHINE_WORKER_BIN (scripts/browser-test.sh does)");
+assert.ok(URL && TOKEN && ART && WORKER && PLAY_CHECK, "set SHINE_URL, SHINE_TOKEN, SHINE_ARTIFACTS, SHINE_WORKER_BIN and SHINE_PLAY_CHECK (scripts/browser-test.sh does)");
 assert.ok(!AFTER_RESTART || RESTART_AT > 0, "--after-restart needs SHINE_RESTART_AT (scripts/browser-test.sh sets it)");
 mkdirSync(ART, { recursive: true });
 // What the first part saw, for the second.
@@ -417,6 +419,68 @@ try {
       await page.selectOption("#run-select", "fight");
       await page.waitForFunction(() => [...document.querySelectorAll("#models-table tbody tr[data-version]")].some((tr) => / ± /.test(tr.cells[4].textContent)), null, { timeout: HANG, polling: 500 })
         .catch(async (e) => { throw new Error(`no rating in the bots table: ${await page.$eval("#models-table", (t) => t.textContent)}: ${e.message}`); });
+      await page.selectOption("#run-select", "default");
+    });
+
+    await step("a bot played in the page: the keys move your fighter as the simulator says, the bot plays greedily, the result is rated", async () => {
+      // The fight run's newest model, from its bots table's Play button.
+      await page.selectOption("#run-select", "fight");
+      const row = await page.waitForSelector("#models-table tbody tr[data-version]", { timeout: HANG });
+      const version = Number(await row.getAttribute("data-version"));
+      await row.$eval(".play-btn", (b) => b.click());
+      await page.waitForFunction(() => window.shinePlay.hello !== null || window.shinePlay.refused !== null, null, { timeout: HANG });
+      const hello = await page.evaluate(() => window.shinePlay.hello);
+      assert.ok(hello, `the match started: ${JSON.stringify(await page.evaluate(() => window.shinePlay.refused))}`);
+      assert.deepEqual([hello.run, hello.model_version, hello.bot_side, hello.your_side], ["fight", version, "fox", "marth"]);
+      // The model as it was played (the registry may prune it before the match ends).
+      const model = Buffer.from(await (await fetch(`${URL}/api/v1/runs/fight/models/${version}`, { headers: { Authorization: `Bearer ${TOKEN}` } })).arrayBuffer());
+      // A second match from this page while this one runs: refused, saying why.
+      const second = await page.evaluate(([v]) => new Promise((resolve) => {
+        const ws = new WebSocket(location.origin.replace(/^http/, "ws") + "/api/v1/runs/fight/play/" + v + "?client=" + sessionStorage.getItem("shine.client"));
+        ws.onmessage = (e) => resolve(JSON.parse(e.data));
+        ws.onerror = () => resolve({ type: "error" });
+      }), [version]);
+      assert.equal(second.type, "refused", JSON.stringify(second));
+      assert.equal(second.error.code, "already_playing");
+      // Left held for a second, then an attack and a jump, keys as the page shows them.
+      const keysShown = await page.$$eval("#play-keys tbody tr[data-key]", (trs) => Object.fromEntries(trs.map((tr) => [tr.dataset.key, tr.querySelector("kbd").textContent])));
+      assert.deepEqual([keysShown.left, keysShown.a, keysShown.x], ["ArrowLeft", "KeyJ", "Space"]);
+      const framesWith = (stick) => page.evaluate((x) => window.shinePlay.frames.filter((f) => f.pad.stick[0] === x).length, stick);
+      await page.keyboard.down("ArrowLeft");
+      // The picture of a match in progress (the README's), both fighters on the stage.
+      await page.waitForFunction(() => window.shinePlay.frames.filter((f) => f.pad.stick[0] === -1).length >= 15, null, { timeout: HANG, polling: 20 });
+      await shootSection("#play", "play.png");
+      await page.waitForFunction(() => window.shinePlay.frames.filter((f) => f.pad.stick[0] === -1).length >= 60, null, { timeout: HANG, polling: 50 });
+      await page.keyboard.up("ArrowLeft");
+      // Each key held until a frame has run on it (a press shorter than a frame may fall
+      // between two).
+      for (const [key, button] of [["KeyJ", "a"], ["Space", "x"]]) {
+        await page.keyboard.down(key);
+        await page.waitForFunction((b) => window.shinePlay.frames.some((f) => f.pad.buttons.includes(b)), button, { timeout: HANG, polling: 20 });
+        await page.keyboard.up(key);
+      }
+      assert.ok((await framesWith(-1)) >= 60);
+      await page.waitForFunction(() => window.shinePlay.result !== null, null, { timeout: HANG, polling: 100 });
+      const { frames, result } = await page.evaluate(() => ({ frames: window.shinePlay.frames, result: window.shinePlay.result }));
+      // The whole match, ten seconds of it, on its clock; the line the page shows.
+      assert.equal(result.ending, "time", JSON.stringify(result));
+      assert.equal(frames.length, 600);
+      assert.match(await page.textContent("#play-result"), /^(You won|The bot won|A draw) on time: stocks you \d, bot \d; damage dealt you \d+ %, bot \d+ % \(10\.0 s\) · counted in the league/);
+      // Holding left moved the person's fighter left; a frame ran on the attack pressed.
+      assert.ok(frames.some((f, i) => i > 0 && f.pad.stick[0] === -1 && f.opponent.x < frames[i - 1].opponent.x), "holding left moved you left");
+      assert.ok(frames.some((f) => f.pad.buttons.includes("a")) && frames.some((f) => f.pad.buttons.includes("x")), "the attack and the jump reached the match");
+      // Every frame the simulator's for those pads, and every decision the model's
+      // greedy choice on the state streamed: replayed natively by play_check.
+      const modelFile = join(ART, "play-model.safetensors"), matchFile = join(ART, "play-match.json");
+      writeFileSync(modelFile, model);
+      writeFileSync(matchFile, JSON.stringify({ seed: hello.seed, frames }));
+      const checked = spawnSync(PLAY_CHECK, [modelFile, matchFile], { encoding: "utf8" });
+      assert.equal(checked.status, 0, `play_check: ${checked.stdout}${checked.stderr}`);
+      assert.match(checked.stdout, /^600 frames match the simulator's, \d+ decisions the model's greedy choices/);
+      // The league table lists the people, with this match.
+      await page.waitForFunction(() => [...document.querySelectorAll("#league-table tbody tr[data-player='human']")].some((tr) => Number(tr.cells[2].textContent) >= 1),
+        null, { timeout: HANG, polling: 500 });
+      assert.match(await page.textContent("#league-table tbody tr[data-player='human'] td"), /^human · people, in the browser$/);
       await page.selectOption("#run-select", "default");
     });
   } else {

@@ -2,7 +2,7 @@
 // "Play"), the socket's URL, the result line.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { DEFAULT_KEYS, mergePads, padFromGamepad, padFromKeys, playSocketUrl, resultLine, samePad } from "../../play.js";
+import { DEFAULT_KEYS, matchLength, mergePads, padFromGamepad, padFromKeys, playSocketUrl, resultLine, samePad } from "../../play.js";
 
 test("held keys make the pad: the stick from the arrows, opposite keys cancel", () => {
   const held = new Set(["ArrowRight", "KeyJ", "Space"]);
@@ -39,4 +39,11 @@ test("the result line says who won, how, the stocks and the damage", () => {
   assert.equal(resultLine(r), "You won: stocks you 2, bot 0; damage dealt you 389 %, bot 210 % (90.0 s)");
   assert.match(resultLine({ ...r, winner: "bot", ending: "time" }), /^The bot won on time/);
   assert.match(resultLine({ ...r, winner: "draw", ending: "idle" }), /^A draw \(a minute without input\)/);
+});
+
+test("a match's length: whole minutes in minutes, anything else in seconds", () => {
+  assert.equal(matchLength(480), "8 minutes");
+  assert.equal(matchLength(60), "1 minute");
+  assert.equal(matchLength(10), "10 s");
+  assert.equal(matchLength(90), "90 s");
 });
