@@ -9,6 +9,9 @@
 #
 #   scripts/browser-test.sh            debug binaries
 #   SHINE_PROFILE=release scripts/browser-test.sh
+#   SHINE_BIN=DIR scripts/browser-test.sh   binaries built already: DIR/shine-manager,
+#                                      DIR/shine-worker, DIR/examples/play_check (no cargo run;
+#                                      scripts/test.sh, whose other tests use them meanwhile)
 #
 # Installs what is missing: Debian's `chromium` package (scripts/setup-debian.sh;
 # Playwright's own browser download is not used; CHROMIUM=PATH takes another build
@@ -41,16 +44,23 @@ if [ ! -f web/tests/node_modules/playwright-core/package.json ]; then
     (cd web/tests && npm ci --no-audit --no-fund)
 fi
 
-. scripts/env.sh
-profile=${SHINE_PROFILE:-debug}
-flags=()
-[ "$profile" = release ] && flags=(--release)
-echo "==> building shine-manager, its play_check and shine-worker ($profile)" >&2
-# Two cargo runs, as in scripts/test.sh: the worker is built without libtorch.
-# play_check replays the match the test plays in the page (manager/examples/play_check.rs).
-cargo build "${flags[@]}" -p shine-manager --bin shine-manager --example play_check
-cargo build "${flags[@]}" -p shine-worker --bin shine-worker
-bin=${CARGO_TARGET_DIR:-$root/target}/$profile
+if [ -n "${SHINE_BIN:-}" ]; then
+    bin=$SHINE_BIN
+else
+    . scripts/env.sh
+    profile=${SHINE_PROFILE:-debug}
+    flags=()
+    [ "$profile" = release ] && flags=(--release)
+    echo "==> building shine-manager, its play_check and shine-worker ($profile)" >&2
+    # Two cargo runs, as in scripts/test.sh: the worker is built without libtorch.
+    # play_check replays the match the test plays in the page (manager/examples/play_check.rs).
+    cargo build "${flags[@]}" -p shine-manager --bin shine-manager --example play_check
+    cargo build "${flags[@]}" -p shine-worker --bin shine-worker
+    bin=${CARGO_TARGET_DIR:-$root/target}/$profile
+fi
+for b in "$bin/shine-manager" "$bin/shine-worker" "$bin/examples/play_check"; do
+    [ -x "$b" ] || { echo "browser-test.sh: $b is missing" >&2; exit 2; }
+done
 
 tmp=$(mktemp -d)
 pids=()

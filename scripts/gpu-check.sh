@@ -74,7 +74,7 @@ fi
 if [[ -n "$small" ]]; then
     bench=(--capacity 20000 --update-sizes 1,100,1000 --adds 3000 --batches 32,128 --steps 20 --warmup 3 --repeats 2 --graph-batches 32,128)
     torch_args=(--capacity 20000 --steps 20 --warmup 3 --repeats 2)
-    runs_args=(--k 1,2 --secs 4 --warmup-secs 2 --capacity 20000 --burn-in 500)
+    runs_args=(--k 1,2 --secs 1 --warmup-secs 0.5 --capacity 20000 --burn-in 500)
 else
     bench=(--capacity 1000000 --update-sizes 1,10,100,1000,2000,10000 --adds 50000 --batches 16,32,64,128,256 --steps 500 --warmup 50 --repeats 5 --graph-batches 32,128)
     torch_args=(--capacity 1000000 --steps 500 --warmup 50 --repeats 5)

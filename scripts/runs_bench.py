@@ -122,7 +122,7 @@ def trial(bindir, k, mode, args, base_port, workdir):
         while min(steps(urls).values()) == 0:
             if time.time() > deadline:
                 sys.exit(f"k={k} {mode}: a run did not start training within 10 minutes (logs under {workdir})")
-            time.sleep(1)
+            time.sleep(0.2)
         time.sleep(args.warmup_secs)
         s0, t0 = steps(urls), time.time()
         time.sleep(args.secs)
@@ -157,7 +157,7 @@ def main():
 
     bindir = args.bin or build()
     workdir = os.path.join(ROOT, args.dir)
-    print(f"device {args.device}; {args.secs:.0f} s measured after {args.warmup_secs:.0f} s of training; capacity {args.capacity:,}", flush=True)
+    print(f"device {args.device}; {args.secs:g} s measured after {args.warmup_secs:g} s of training; capacity {args.capacity:,}", flush=True)
     print(f"{'k':>2} {'mode':<9} {'steps/s total':>13} {'per run (min..max)':>20} {'spread':>7} {'min/fair':>8} {'RSS MB':>7} {'GPU MB':>7}", flush=True)
     results = {}
     for k in [int(x) for x in args.k.split(",")]:

@@ -16,7 +16,15 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 started=$(date +%s)
-step() { echo "==> [$(( $(date +%s) - started )) s] $*" >&2; }
+# Steps say how long the command has run. Inside a lane (below) they go to its log and,
+# as progress, to the terminal (fd 3).
+exec 3>&2
+lane=
+step() {
+    local line="==> [$(( $(date +%s) - started )) s] $*"
+    echo "$line" >&2
+    [[ -z $lane ]] || echo "[lane $lane] $line" >&3
+}
 
 # systemd (systemd-analyze) and cloud-init check the fleet's unit and user-data
 # (manager/tests/fleet.rs); procps has the `kill` the end-to-end tests signal with.
@@ -34,66 +42,103 @@ scripts/setup-debian.sh "${pkgs[@]}"
 SHINE_PYTHON=$(scripts/setup-python.sh)
 export SHINE_PYTHON
 
-step "tests: the Slippi adapter (python/shine_bot)"
-"$SHINE_PYTHON" -m unittest discover -s python/tests
-
 # cargo-nextest (on the README's machines; .config/nextest.toml) runs the tests of every
-# test binary side by side on all cores, where `cargo test` runs the binaries one after
-# the other and a binary's one long test leaves a core idle. It runs no doc tests:
-# `cargo test --doc` does. Without it, cargo test runs everything, only slower.
-#   rust_tests "PACKAGES" [TEST ARGS...]
+# test binary side by side, where `cargo test` runs the binaries one after the other and
+# a binary's one long test leaves a core idle. It runs each test in a process of its
+# own, which for the unit tests of the crates that link libtorch costs a load of it per
+# test: those run under `cargo test`, in one process a crate. It runs no doc tests:
+# `cargo test --doc` does. Without nextest, cargo test runs everything, only slower.
 nextest=
 if cargo nextest --version >/dev/null 2>&1; then
     nextest=1
 else
     echo "(cargo-nextest not found: cargo test runs the test binaries one at a time; \`cargo install --locked cargo-nextest\` makes this faster)" >&2
 fi
+#   rust_tests "PACKAGES" LIB_IN_ONE_PROCESS [TEST ARGS...]
 rust_tests() {
     local -a packages
     read -ra packages <<<"$1"
-    shift
-    if [[ -n $nextest ]]; then
-        cargo nextest run "${packages[@]}" "$@"
+    local lib_apart=$2
+    shift 2
+    if [[ -z $nextest ]]; then
+        cargo test "${packages[@]}" "$@"
+    elif [[ $lib_apart == 1 ]]; then
+        cargo test "${packages[@]}" --lib "$@"
+        cargo nextest run "${packages[@]}" -E 'not kind(lib)' "$@"
         cargo test --doc "${packages[@]}"
     else
-        cargo test "${packages[@]}" "$@"
+        cargo nextest run "${packages[@]}" "$@"
+        cargo test --doc "${packages[@]}"
     fi
 }
-step "tests: bridge, agent (with tch), manager"
-rust_tests "--workspace --exclude shine-worker" "$@"
-# The worker's end-to-end tests start the real manager binary (worker/tests/e2e.rs),
-# and the GPU scripts below replay_bench: both built by the run above. (The same
-# packages and targets, so the same features: `cargo build -p shine-manager` alone would
-# resolve them differently and build the manager a second time.)
+
+# Everything built first, then the tests in two lanes side by side (many of them wait on
+# real time: processes starting, matches at 60 fps, timeouts), each lane's output in a
+# log of its own, printed whole once both are done. Two cargo runs on purpose (above).
+step "building the tests and binaries: bridge, agent (with tch), manager"
+cargo test --no-run --workspace --exclude shine-worker
 cargo build --workspace --exclude shine-worker --bins --examples
-step "tests: worker (built without libtorch)"
-rust_tests "-p shine-worker" "$@"
-
-step "tests: the GPU scripts in their CPU form (a GPU machine runs them for real)"
-# Each checks that every step ran and counted something, not how fast: the figures are
-# a GPU machine's to report.
+step "building the tests and binaries: worker (without libtorch)"
+# (shine-worker itself too: its tests start it, and so do the scripts below.)
+cargo test --no-run -p shine-worker
 debug=${CARGO_TARGET_DIR:-target}/debug
-gpu_out=$(mktemp -d)
-OUT=$gpu_out/check scripts/gpu-check.sh --device cpu --small --bin "$debug" >"$gpu_out/check.md"
-# Every table the script gathers is there: the add cost, the train step, PyTorch, the runs.
-for want in '^Adding one experience' '^Train step' '^| 128 | eager |' '^ *2 2 managers'; do
-    grep -q -- "$want" "$gpu_out/check.md" || { cat "$gpu_out/check.md"; echo "gpu-check.sh: no line matching $want" >&2; exit 1; }
-done
-# One seed until the manager counts 1,000 train steps (configs/learn-gpu.toml's
-# stats_every, so the first count its stats show), with 15 minutes as the limit only a
-# hang reaches.
-OUT=$gpu_out/learn scripts/gpu-learn.sh --device cpu --seeds 1 --stop-at-steps 1000 --seconds 900 --workers 2 --bin "$debug" \
-    --eval-episodes 4 --no-baselines >"$gpu_out/learn.md"
-# That seed trained (its steps and transitions counted) and its model was evaluated.
-grep -qE '^\| 1 \| [0-9]+ \| .* \| v[0-9]+: [0-9.]+ % \([0-9]+/4\).* \| [0-9]+ \| [0-9]+ \|$' "$gpu_out/learn.md" \
-    || { cat "$gpu_out/learn.md"; echo "gpu-learn.sh: no row for seed 1" >&2; exit 1; }
-grep -qE '^rates: .*\([1-9][0-9]{0,2}(,[0-9]{3})+ steps, [1-9][0-9,]* transitions in' "$gpu_out/learn/seed-1/result.txt" \
-    || { cat "$gpu_out/learn/seed-1/result.txt"; echo "gpu-learn.sh: seed 1 did not count 1,000 train steps and its transitions" >&2; exit 1; }
-rm -rf "$gpu_out"
 
-step "tests: the dashboard in headless Chromium"
-scripts/browser-test.sh
-# (after the browser test, which installs Node.js where it is missing)
-step "tests: the dashboard's modules (node --test)"
-node --test web/tests/unit/
+lane_logs=$(mktemp -d)
+lane_a() {
+    step "tests: the Slippi adapter (python/shine_bot)"
+    "$SHINE_PYTHON" -m unittest discover -s python/tests
+    step "tests: bridge, agent (with tch), manager"
+    rust_tests "--workspace --exclude shine-worker" 1 "$@"
+}
+lane_b() {
+    step "tests: worker (built without libtorch)"
+    # The worker's end-to-end tests start the manager built above (worker/tests/e2e.rs).
+    rust_tests "-p shine-worker" 0 "$@"
+
+    step "tests: the GPU scripts in their CPU form (a GPU machine runs them for real)"
+    # Each checks that every step ran and counted something, not how fast: the figures
+    # are a GPU machine's to report.
+    gpu_out=$(mktemp -d)
+    OUT=$gpu_out/check scripts/gpu-check.sh --device cpu --small --bin "$debug" >"$gpu_out/check.md"
+    # Every table the script gathers is there: the add cost, the train step, PyTorch, the runs.
+    for want in '^Adding one experience' '^Train step' '^| 128 | eager |' '^ *2 2 managers'; do
+        grep -q -- "$want" "$gpu_out/check.md" || { cat "$gpu_out/check.md"; echo "gpu-check.sh: no line matching $want" >&2; return 1; }
+    done
+    # One seed until the manager counts 1,000 train steps (configs/learn-gpu.toml's
+    # stats_every, so the first count its stats show), with 15 minutes as the limit only
+    # a hang reaches.
+    OUT=$gpu_out/learn scripts/gpu-learn.sh --device cpu --seeds 1 --stop-at-steps 1000 --seconds 900 --workers 2 --bin "$debug" \
+        --eval-episodes 4 --no-baselines >"$gpu_out/learn.md"
+    # That seed trained (its steps and transitions counted) and its model was evaluated.
+    grep -qE '^\| 1 \| [0-9]+ \| .* \| v[0-9]+: [0-9.]+ % \([0-9]+/4\).* \| [0-9]+ \| [0-9]+ \|$' "$gpu_out/learn.md" \
+        || { cat "$gpu_out/learn.md"; echo "gpu-learn.sh: no row for seed 1" >&2; return 1; }
+    grep -qE '^rates: .*\([1-9][0-9]{0,2}(,[0-9]{3})+ steps, [1-9][0-9,]* transitions in' "$gpu_out/learn/seed-1/result.txt" \
+        || { cat "$gpu_out/learn/seed-1/result.txt"; echo "gpu-learn.sh: seed 1 did not count 1,000 train steps and its transitions" >&2; return 1; }
+    rm -rf "$gpu_out"
+
+    step "tests: the dashboard in headless Chromium"
+    SHINE_BIN=$debug scripts/browser-test.sh
+    # (after the browser test, which installs Node.js where it is missing)
+    step "tests: the dashboard's modules (node --test)"
+    node --test web/tests/unit/
+}
+# A lane stops at its first failure (errexit does not reach into a function called in a
+# condition, hence the explicit `set -e` in the subshell).
+( set -e; lane=a; lane_a "$@" ) >"$lane_logs/a.log" 2>&1 &
+pid_a=$!
+( set -e; lane=b; lane_b "$@" ) >"$lane_logs/b.log" 2>&1 &
+pid_b=$!
+step "running two lanes: (a) the Slippi adapter and the Rust tests with tch, (b) the worker, the GPU scripts and the dashboard"
+status_a=0 status_b=0
+wait "$pid_a" || status_a=$?
+wait "$pid_b" || status_b=$?
+for lane in a b; do
+    echo "==================== lane $lane ====================" >&2
+    cat "$lane_logs/$lane.log" >&2
+done
+rm -rf "$lane_logs"
+if (( status_a || status_b )); then
+    step "failed: lane a exit status $status_a, lane b $status_b (their output is above)"
+    exit 1
+fi
 step "all tests passed"

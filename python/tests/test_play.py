@@ -432,22 +432,16 @@ class PlayArgumentsTest(unittest.TestCase):
     def test_info(self):
         with tempfile.TemporaryDirectory() as d:
             model = os.path.join(d, "m.safetensors")
-            meta, w = support.make_model("fight", 23)
-            with open(model, "wb") as f:
-                f.write(model_mod.save_bytes(meta, w))
-            out = io.StringIO()
-            with contextlib.redirect_stdout(out):
-                self.assertEqual(cli.main(["info", "--model", model]), 0)
-            self.assertIn("action set 'fight' (23 actions)", out.getvalue())
-            self.assertIn("17 shine (4 frames)", out.getvalue())
-            self.assertIn("side fox (plays Fox, against Marth)", out.getvalue())
-            meta, w = support.make_model("fight", 23, side="marth")
-            with open(model, "wb") as f:
-                f.write(model_mod.save_bytes(meta, w))
-            out = io.StringIO()
-            with contextlib.redirect_stdout(out):
-                self.assertEqual(cli.main(["info", "--model", model]), 0)
-            self.assertIn("side marth (plays Marth, against Fox)", out.getvalue())
+            for side, says in [("fox", "side fox (plays Fox, against Marth)"), ("marth", "side marth (plays Marth, against Fox)")]:
+                meta, w = support.make_model("fight", 23, side=side)
+                with open(model, "wb") as f:
+                    f.write(model_mod.save_bytes(meta, w))
+                out = io.StringIO()
+                with contextlib.redirect_stdout(out):
+                    self.assertEqual(cli.main(["info", "--model", model]), 0)
+                self.assertIn("action set 'fight' (23 actions)", out.getvalue())
+                self.assertIn("17 shine (4 frames)", out.getvalue())
+                self.assertIn(says, out.getvalue())
 
     def test_help_explains_the_commands(self):
         for argv, words in ((["--help"], ["play", "states", "exit codes"]), (["play", "--help"], ["--dolphin", "--iso", "default 2", "default 1", "Fox", "Marth", "entry animation", "--dolphin-home", "--human-controller adapter", "--human-controller home", "--human-profile FILE", "SIDevice = 12", "SIDevice = 6", "GCPadNew.ini"]), (["states", "--help"], ["frame,s0,...,s26", "-123", ".9g", "--opponent-port"])):

@@ -28,6 +28,27 @@ fn on_sim_and_through_the_peer(common: &[&str], scenario: &std::path::Path) -> (
     (sim_out, dolphin_out, err)
 }
 
+/// `play --human-port` against the peer's stand-in for a person, with `scenario` as the
+/// image and an idle bot, for `matches` matches: success, stdout, stderr.
+fn play_against_the_stand_in(scenario: &std::path::Path, human_port: &str, matches: &str) -> (bool, String, String) {
+    let peer = peer();
+    run(&[
+        "play",
+        "--backend",
+        "dolphin",
+        "--dolphin",
+        peer.to_str().unwrap(),
+        "--iso",
+        scenario.to_str().unwrap(),
+        "--human-port",
+        human_port,
+        "--policy",
+        "idle",
+        "--episodes",
+        matches,
+    ])
+}
+
 /// The per-episode lines of a `play` output.
 fn episodes(out: &str) -> Vec<String> {
     out.lines().filter(|l| l.starts_with("episode")).map(str::to_string).collect()
@@ -198,26 +219,11 @@ fn run_with_dolphin_feeds_the_manager_and_restarts_crashed_emulators() {
 fn play_against_a_person_plays_whole_matches_with_the_bot_on_either_port() {
     // The peer's stand-in for the person picks Marth and plays (in the match) like the
     // simulator's CPU at level 9; one stock each, so a match ends when either falls.
-    let peer = peer();
     let dir = tempfile::tempdir().unwrap();
     let scenario = dir.path().join("melee.scenario");
     std::fs::write(&scenario, "seed = 21\nhuman_character = Marth\nhuman_level = 9\nstocks = 1\n").unwrap();
     for (human, bot) in [("1", 2), ("2", 1)] {
-        let (ok, out, err) = run(&[
-            "play",
-            "--backend",
-            "dolphin",
-            "--dolphin",
-            peer.to_str().unwrap(),
-            "--iso",
-            scenario.to_str().unwrap(),
-            "--human-port",
-            human,
-            "--policy",
-            "idle",
-            "--episodes",
-            "2",
-        ]);
+        let (ok, out, err) = play_against_the_stand_in(&scenario, human, "2");
         assert!(ok, "person on port {human}:\n{out}\n{err}");
         assert!(err.contains(&format!("controller on port {human} (the bot is Fox on port {bot})")), "{err}");
         let matches: Vec<&str> = out.lines().filter(|l| l.starts_with("match")).collect();
@@ -243,25 +249,10 @@ fn a_person_who_takes_their_time_mistoggles_and_changes_character_sets_the_pace(
     // presses its own HMN/CPU toggle by mistake and starts that match; it plays Luigi,
     // then Marth, then Luigi (a character per match started); it presses START and
     // picks the stage itself.
-    let peer = peer();
     let dir = tempfile::tempdir().unwrap();
     let scenario = dir.path().join("melee.scenario");
     std::fs::write(&scenario, "seed = 41\nhuman_character = Luigi, Marth\nhuman_wait = 4500\nhuman_mistake = toggle\nhuman_level = 9\nstocks = 1\n").unwrap();
-    let (ok, out, err) = run(&[
-        "play",
-        "--backend",
-        "dolphin",
-        "--dolphin",
-        peer.to_str().unwrap(),
-        "--iso",
-        scenario.to_str().unwrap(),
-        "--human-port",
-        "1",
-        "--policy",
-        "idle",
-        "--episodes",
-        "2",
-    ]);
+    let (ok, out, err) = play_against_the_stand_in(&scenario, "1", "2");
     assert!(ok, "{out}\n{err}");
     let matches: Vec<&str> = out.lines().filter(|l| l.starts_with("match")).collect();
     // The match their port played as Melee's CPU (Luigi, the first) was quit and not
