@@ -74,7 +74,8 @@ rust_tests() {
 
 # Everything built first, then the tests in two lanes side by side (many of them wait on
 # real time: processes starting, matches at 60 fps, timeouts), each lane's output in a
-# log of its own, printed whole once both are done. Two cargo runs on purpose (above).
+# log of its own, printed whole once both are done, the lanes about equally long. Two
+# cargo runs on purpose (above).
 step "building the tests and binaries: bridge, agent (with tch), manager"
 cargo test --no-run --workspace --exclude shine-worker
 cargo build --workspace --exclude shine-worker --bins --examples
@@ -89,11 +90,6 @@ lane_a() {
     "$SHINE_PYTHON" -m unittest discover -s python/tests
     step "tests: bridge, agent (with tch), manager"
     rust_tests "--workspace --exclude shine-worker" 1 "$@"
-}
-lane_b() {
-    step "tests: worker (built without libtorch)"
-    # The worker's end-to-end tests start the manager built above (worker/tests/e2e.rs).
-    rust_tests "-p shine-worker" 0 "$@"
 
     step "tests: the GPU scripts in their CPU form (a GPU machine runs them for real)"
     # Each checks that every step ran and counted something, not how fast: the figures
@@ -115,6 +111,11 @@ lane_b() {
     grep -qE '^rates: .*\([1-9][0-9]{0,2}(,[0-9]{3})+ steps, [1-9][0-9,]* transitions in' "$gpu_out/learn/seed-1/result.txt" \
         || { cat "$gpu_out/learn/seed-1/result.txt"; echo "gpu-learn.sh: seed 1 did not count 1,000 train steps and its transitions" >&2; return 1; }
     rm -rf "$gpu_out"
+}
+lane_b() {
+    step "tests: worker (built without libtorch)"
+    # The worker's end-to-end tests start the manager built above (worker/tests/e2e.rs).
+    rust_tests "-p shine-worker" 0 "$@"
 
     step "tests: the dashboard in headless Chromium"
     SHINE_BIN=$debug scripts/browser-test.sh
@@ -128,13 +129,13 @@ lane_b() {
 pid_a=$!
 ( set -e; lane=b; lane_b "$@" ) >"$lane_logs/b.log" 2>&1 &
 pid_b=$!
-step "running two lanes: (a) the Slippi adapter and the Rust tests with tch, (b) the worker, the GPU scripts and the dashboard"
+step "running two lanes: (a) the Slippi adapter, the Rust tests with tch and the GPU scripts, (b) the worker and the dashboard"
 status_a=0 status_b=0
 wait "$pid_a" || status_a=$?
 wait "$pid_b" || status_b=$?
-for lane in a b; do
-    echo "==================== lane $lane ====================" >&2
-    cat "$lane_logs/$lane.log" >&2
+for l in a b; do
+    echo "==================== lane $l ====================" >&2
+    cat "$lane_logs/$l.log" >&2
 done
 rm -rf "$lane_logs"
 if (( status_a || status_b )); then
