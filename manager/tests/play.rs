@@ -31,24 +31,24 @@ async fn latest(m: &Manager) -> (u64, Vec<u8>) {
     (v, r.bytes().await.unwrap().to_vec())
 }
 
-/// The messages of a match to its end, the person holding right, then jumping, then
-/// left, a change every 20 frames.
+/// The messages of a match to its end, the person holding right from the start, then,
+/// once a frame has run on that, jumping, then, once one has run on the jump, left.
 async fn play_out(ws: &mut Ws) -> (Value, Vec<Frame>, Value) {
     let hello = next_json(ws).await;
     assert_eq!(hello["type"], "hello", "{hello}");
-    let mut frames = vec![];
+    let pads = [json!({ "stick": [1.0, 0.0], "buttons": [] }), json!({ "stick": [0.0, 0.0], "buttons": ["x"] }), json!({ "stick": [-1.0, 0.0], "buttons": [] })];
+    let mut sent = 0;
+    ws.send(Message::Text(pads[0].to_string().into())).await.unwrap();
+    let mut frames: Vec<Frame> = vec![];
     loop {
         let msg = next_json(ws).await;
         match msg["type"].as_str() {
             Some("frame") => {
                 let f: Frame = serde_json::from_value(msg["frame"].clone()).unwrap();
-                if f.frame % 20 == 1 {
-                    let input = match (f.frame / 20) % 3 {
-                        0 => json!({ "stick": [1.0, 0.0], "buttons": [] }),
-                        1 => json!({ "stick": [0.0, 0.0], "buttons": ["x"] }),
-                        _ => json!({ "stick": [-1.0, 0.0], "buttons": [] }),
-                    };
-                    ws.send(Message::Text(input.to_string().into())).await.unwrap();
+                // The pad last sent has reached the match: the next one.
+                if sent + 1 < pads.len() && serde_json::to_value(&f.pad).unwrap() == pads[sent] {
+                    sent += 1;
+                    ws.send(Message::Text(pads[sent].to_string().into())).await.unwrap();
                 }
                 frames.push(f);
             }
@@ -61,7 +61,7 @@ async fn play_out(ws: &mut Ws) -> (Value, Vec<Frame>, Value) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_person_plays_a_model_and_the_frames_are_the_simulators_and_the_result_is_rated() {
     let dir = tempfile::tempdir().unwrap();
-    let m = Manager::start(fight_config(dir.path(), 4.0)).await;
+    let m = Manager::start(fight_config(dir.path(), 10.0)).await;
     let (version, file) = latest(&m).await;
     let net = QNet::load(&file).unwrap();
     let mut ws = connect(&m, &format!("/api/v1/play/{version}?client=page-1")).await.unwrap();
@@ -72,16 +72,20 @@ async fn a_person_plays_a_model_and_the_frames_are_the_simulators_and_the_result
     let (hello, frames, result) = play_out(&mut ws).await;
     assert_eq!((hello["bot_side"].as_str(), hello["your_side"].as_str(), hello["model_version"].as_u64()), (Some("fox"), Some("marth"), Some(version)));
     assert_eq!(hello["actions"].as_array().unwrap().len(), ActionSet::Fight.len());
-    // Four seconds of the game's frames, every one of them the simulator's for the
-    // pads the person sent and the model's greedy choices on the states streamed.
-    assert_eq!(frames.len(), 240);
+    // Ten seconds of the game's frames, every one of them the simulator's for the pads
+    // the person sent and the model's greedy choices on the states streamed.
+    assert_eq!(frames.len(), 600);
     check(&net, ActionSet::Fight, hello["seed"].as_u64().unwrap(), &frames).unwrap();
-    let right = frames.iter().filter(|f| f.pad.stick[0] == 1.0).count();
-    assert!(right > 0 && frames.iter().any(|f| f.pad.buttons == ["x"]), "the pads sent were played");
+    for want in [1.0, 0.0, -1.0] {
+        assert!(frames.iter().any(|f| f.pad.stick[0] == want), "the pads sent were played ({want})");
+    }
+    assert!(frames.iter().any(|f| f.pad.buttons == ["x"]), "the jump was played");
     // The result: played out on the clock, counted in the league as "human".
     let r = &result["result"];
     assert_eq!(r["ending"], "time", "{result}");
-    assert_eq!((r["bot_stocks"].as_u64(), r["your_stocks"].as_u64()), (Some(4), Some(4)), "{result}");
+    // The stocks left are the last frame's (a random model may well fall off the stage).
+    let last = frames.last().unwrap();
+    assert_eq!((r["bot_stocks"].as_u64(), r["your_stocks"].as_u64()), (Some(u64::from(last.agent.stocks)), Some(u64::from(last.opponent.stocks))), "{result}");
     assert!(["bot", "you", "draw"].contains(&r["winner"].as_str().unwrap()));
     assert_eq!(result["league"]["you"]["player"], "human", "{result}");
     let table = m.get_json("/api/v1/league").await;
