@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# Shine's test command (the README's): sets up what is missing, then runs every test.
+# Shine's test command (the README's): sets up what is missing, builds every test and
+# binary, then runs every test in two lanes side by side (below), printing each lane's
+# output whole at the end; exits non-zero if any test failed. Arguments go to the Rust
+# test runs (a test name filter, say).
 #
 # Two cargo runs on purpose: cargo unifies features across the packages of one run, and
 # the manager turns on the agent's `torch` feature. Testing the worker in a run of its
