@@ -245,6 +245,22 @@ pub struct LivePlayer {
     pub stocks: u8,
 }
 
+impl LivePlayer {
+    /// What the live view shows of a player the state reader saw: facing as +1 or -1,
+    /// the action state named.
+    pub fn of(p: &crate::state::PlayerFacts) -> LivePlayer {
+        LivePlayer {
+            x: p.x,
+            y: p.y,
+            facing: if p.facing < 0.0 { -1.0 } else { 1.0 },
+            action: p.action,
+            action_name: p.action.map_or("None", shine_bridge::melee::action_name).to_string(),
+            percent: f32::from(p.percent),
+            stocks: p.stocks,
+        }
+    }
+}
+
 /// One game frame of the watched environment, with the bot's decision in force.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct LiveFrame {

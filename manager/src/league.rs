@@ -340,8 +340,7 @@ impl League {
     /// Count a stored match and update both ratings.
     pub fn apply(&mut self, m: &Recorded) {
         self.storing.remove(&m.result.match_id);
-        let record = |p: &Player| self.records.get(p).copied().unwrap_or_else(|| Record::new(p));
-        let (a, b) = (record(&m.a), record(&m.b));
+        let (a, b) = (self.record_of(&m.a), self.record_of(&m.b));
         let outcome = match m.result.outcome {
             LeagueOutcome::Win => Outcomes::WIN,
             LeagueOutcome::Draw => Outcomes::DRAW,
@@ -383,14 +382,19 @@ impl League {
 
     /// A player's rating, deviation and matches played.
     pub fn record(&self, p: &Player) -> (f64, f64, u64) {
-        let r = self.records.get(p).copied().unwrap_or_else(|| Record::new(p));
+        let r = self.record_of(p);
         (r.rating.rating, r.rating.deviation, r.matches())
     }
 
     /// A player's rating and deviation (a newcomer's: 1500 and 350).
     pub fn rating(&self, p: &Player) -> (f64, f64) {
-        let r = self.records.get(p).copied().unwrap_or_else(|| Record::new(p)).rating;
+        let r = self.record_of(p).rating;
         (r.rating, r.deviation)
+    }
+
+    /// `p`'s record, or a newcomer's ([`Record::new`]).
+    fn record_of(&self, p: &Player) -> Record {
+        self.records.get(p).copied().unwrap_or_else(|| Record::new(p))
     }
 
     /// Whether `p` has played a match.
@@ -403,7 +407,7 @@ impl League {
     /// (A newcomer is rated 1500, above most players that have lost a match; a
     /// manager publishing every few seconds would fill the matrix with empty rows.)
     pub fn table(&self, entrants: &[Entrant]) -> Table {
-        let mut rows: Vec<(&Entrant, Record)> = entrants.iter().map(|e| (e, self.records.get(&e.player).copied().unwrap_or_else(|| Record::new(&e.player)))).collect();
+        let mut rows: Vec<(&Entrant, Record)> = entrants.iter().map(|e| (e, self.record_of(&e.player))).collect();
         rows.sort_by(|x, y| y.1.rating.rating.total_cmp(&x.1.rating.rating).then_with(|| x.0.player.cmp(&y.0.player)));
         let players = rows
             .iter()

@@ -217,17 +217,51 @@ impl Person {
     }
 }
 
+/// The simulator's match read from the bot's side (its opponent's 13 floats first), its
+/// fighters driven by the bot's pads and the person's: what [`play`] plays and
+/// [`check`] replays.
+struct Board {
+    side: Side,
+    view: MatchSetup,
+    sim: Sim,
+    reader: StateReader,
+    /// The state after the last frame.
+    obs: Observation,
+}
+
+impl Board {
+    fn new(bot_side: Side, seed: u64) -> anyhow::Result<Board> {
+        let game = Match::setup();
+        let view = bot_side.view(game);
+        let sim = Sim::try_new(game, seed)?;
+        let mut reader = StateReader::new();
+        let obs = reader.read(sim.ram(), &view)?;
+        Ok(Board { side: bot_side, view, sim, reader, obs })
+    }
+
+    /// One frame: `bot` on the bot's fighter, `you` on the other; the state after it.
+    fn step(&mut self, bot: &Pad, you: &Pad) -> anyhow::Result<&Observation> {
+        let (fox, marth) = match self.side {
+            Side::Fox => (bot, you),
+            Side::Marth => (you, bot),
+        };
+        self.sim.step_both(fox, marth)?;
+        self.obs = self.reader.read(self.sim.ram(), &self.view)?;
+        Ok(&self.obs)
+    }
+}
+
+/// The model's greedy choice on `state`, with its Q-values left in `q`.
+fn greedy(net: &QNet, state: &[f32], q: &mut [f32], scratch: &mut Scratch) -> usize {
+    net.forward(state, 1, q, scratch);
+    QNet::argmax(q)
+}
+
 /// Plays `m` against `person` at 60 frames a second of `clock`, handing every frame to
 /// `send` (false: nobody listens any more, the match ends as [`Ending::Closed`]).
 /// Blocking: run it on a thread of its own.
 pub fn play(m: &Match, cfg: &PlayConfig, person: &Person, clock: &mut dyn Clock, send: &mut dyn FnMut(Frame) -> bool) -> anyhow::Result<Outcome> {
-    let game = Match::setup();
-    let side = m.bot_side();
-    // The bot's view: the match from its own side (its opponent's 13 floats first).
-    let view = side.view(game);
-    let mut sim = Sim::try_new(game, m.seed)?;
-    let mut reader = StateReader::new();
-    let mut obs: Observation = reader.read(sim.ram(), &view)?;
+    let mut board = Board::new(m.bot_side(), m.seed)?;
     let (mut q, mut scratch) = (vec![0.0; m.net.action_count()], Scratch::default());
     let mut script: &[Pad] = &[];
     let (mut action, mut next) = (0usize, 0usize);
@@ -249,37 +283,32 @@ pub fn play(m: &Match, cfg: &PlayConfig, person: &Person, clock: &mut dyn Clock,
         // The bot decides when its last macro-action has played out, as a worker does.
         let mut decided = None;
         if next >= script.len() {
-            m.net.forward(&obs.state, 1, &mut q, &mut scratch);
-            action = QNet::argmax(&q);
+            action = greedy(&m.net, &board.obs.state, &mut q, &mut scratch);
             script = m.actions.script(action).expect("the model's actions are its action set's");
             next = 0;
-            reader.set_shine_flag(m.actions.is_shine(action));
-            decided = Some((obs.state.to_vec(), q.clone()));
+            board.reader.set_shine_flag(m.actions.is_shine(action));
+            decided = Some((board.obs.state.to_vec(), q.clone()));
         }
         let bot = script[next];
         next += 1;
-        let (fox, marth) = match side {
-            Side::Fox => (bot, pad),
-            Side::Marth => (pad, bot),
-        };
-        sim.step_both(&fox, &marth)?;
-        let before = (obs.agent.percent, obs.opponent.percent);
-        obs = reader.read(sim.ram(), &view)?;
+        let before = (board.obs.agent.percent, board.obs.opponent.percent);
+        let obs = board.step(&bot, &pad)?;
         // Damage dealt: every rise of the other side's percent (a lost stock resets it).
         your_dealt += f64::from(obs.agent.percent.saturating_sub(before.0));
         bot_dealt += f64::from(obs.opponent.percent.saturating_sub(before.1));
         frame += 1;
         let (state, q) = decided.map_or((None, None), |(s, q)| (Some(s), Some(q)));
-        let out = Frame { frame, agent: fighter(&obs.agent), opponent: fighter(&obs.opponent), pad: Input::of(&pad), action: action as u32, state, q };
+        let out = Frame { frame, agent: Fighter::of(&obs.agent), opponent: Fighter::of(&obs.opponent), pad: Input::of(&pad), action: action as u32, state, q };
+        let over = obs.agent.stocks == 0 || obs.opponent.stocks == 0;
         if !send(out) {
             break Ending::Closed;
         }
-        if obs.agent.stocks == 0 || obs.opponent.stocks == 0 {
+        if over {
             break Ending::Stocks;
         }
         clock.sleep_until(started + Duration::from_secs_f64(frame as f64 / FPS));
     };
-    let (bot_stocks, your_stocks) = (obs.agent.stocks, obs.opponent.stocks);
+    let (bot_stocks, your_stocks) = (board.obs.agent.stocks, board.obs.opponent.stocks);
     let winner = winner(bot_stocks, your_stocks, bot_dealt, your_dealt).into();
     Ok(Outcome { ending, winner, frames: frame, bot_stocks, your_stocks, bot_damage_dealt: bot_dealt, your_damage_dealt: your_dealt })
 }
@@ -302,12 +331,7 @@ pub fn winner(bot_stocks: u8, your_stocks: u8, bot_dealt: f64, your_dealt: f64) 
 /// differs. (The browser test checks a match the dashboard played with it:
 /// `examples/play_check.rs`.)
 pub fn check(net: &QNet, actions: ActionSet, seed: u64, frames: &[Frame]) -> Result<(), String> {
-    let game = Match::setup();
-    let side = net.meta().side;
-    let view = side.view(game);
-    let mut sim = Sim::try_new(game, seed).map_err(|e| e.to_string())?;
-    let mut reader = StateReader::new();
-    let mut obs = reader.read(sim.ram(), &view).map_err(|e| e.to_string())?;
+    let mut board = Board::new(net.meta().side, seed).map_err(|e| e.to_string())?;
     let (mut script, mut k): (&[Pad], usize) = (&[], 0);
     let (mut q, mut scratch) = (vec![0.0; net.action_count()], Scratch::default());
     for (i, f) in frames.iter().enumerate() {
@@ -316,42 +340,27 @@ pub fn check(net: &QNet, actions: ActionSet, seed: u64, frames: &[Frame]) -> Res
             return Err(format!("frame {n} where frame {} was due: frames are missing", i + 1));
         }
         if let Some(state) = &f.state {
-            if state.as_slice() != obs.state.as_slice() {
+            if state.as_slice() != board.obs.state.as_slice() {
                 return Err(format!("frame {n}: the state streamed is not the bot's"));
             }
-            net.forward(state, 1, &mut q, &mut scratch);
-            let greedy = QNet::argmax(&q);
+            let greedy = greedy(net, state, &mut q, &mut scratch);
             if f.action as usize != greedy || f.q.as_deref() != Some(q.as_slice()) {
                 return Err(format!("frame {n}: action {} with Q {:?}, where the model's greedy choice is {greedy} with Q {q:?}", f.action, f.q));
             }
             script = actions.script(greedy).ok_or_else(|| format!("frame {n}: no action {greedy}"))?;
             k = 0;
-            reader.set_shine_flag(actions.is_shine(greedy));
+            board.reader.set_shine_flag(actions.is_shine(greedy));
         }
         let bot = *script.get(k).ok_or_else(|| format!("frame {n}: the bot's macro-action {} ended without a new decision", f.action))?;
         k += 1;
         let you = f.pad.pad().map_err(|e| format!("frame {n}: {e}"))?;
-        let (fox, marth) = if side == Side::Fox { (bot, you) } else { (you, bot) };
-        sim.step_both(&fox, &marth).map_err(|e| e.to_string())?;
-        obs = reader.read(sim.ram(), &view).map_err(|e| e.to_string())?;
-        let (bot_now, you_now) = (fighter(&obs.agent), fighter(&obs.opponent));
+        let obs = board.step(&bot, &you).map_err(|e| e.to_string())?;
+        let (bot_now, you_now) = (Fighter::of(&obs.agent), Fighter::of(&obs.opponent));
         if f.agent != bot_now || f.opponent != you_now {
             return Err(format!("frame {n}: streamed bot {:?} and you {:?}, the simulator bot {bot_now:?} and you {you_now:?}", f.agent, f.opponent));
         }
     }
     Ok(())
-}
-
-fn fighter(p: &shine_agent::state::PlayerFacts) -> Fighter {
-    Fighter {
-        x: p.x,
-        y: p.y,
-        facing: if p.facing < 0.0 { -1.0 } else { 1.0 },
-        action: p.action,
-        action_name: p.action.map_or("None", shine_bridge::melee::action_name).to_string(),
-        percent: f32::from(p.percent),
-        stocks: p.stocks,
-    }
 }
 
 /// Time for [`play`]: the wall clock, or (tests) one that only moves when asked.

@@ -24,9 +24,7 @@
 use crate::client::ApiError;
 use crate::shared::Session;
 use shine_agent::protocol::{LiveBatch, LiveFrame, LivePlayer};
-use shine_agent::state::PlayerFacts;
 use shine_agent::Observation;
-use shine_bridge::melee::action_name;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
@@ -83,8 +81,8 @@ impl LiveTap {
     pub fn push(&self, obs: &Observation, decision: &LiveDecision) {
         let frame = LiveFrame {
             frame: obs.frame,
-            agent: player(&obs.agent),
-            opponent: player(&obs.opponent),
+            agent: LivePlayer::of(&obs.agent),
+            opponent: LivePlayer::of(&obs.opponent),
             action: decision.action,
             q: decision.q.clone(),
             explored: decision.explored,
@@ -104,18 +102,6 @@ impl LiveTap {
         let frames: Vec<LiveFrame> = self.frames.lock().expect("live lock").drain(..).collect();
         let m = self.meta.lock().expect("live lock").clone();
         LiveBatch { actions: actions.to_vec(), model_version: m.model_version, cpu_level: m.cpu_level, eval: m.eval, frames }
-    }
-}
-
-fn player(p: &PlayerFacts) -> LivePlayer {
-    LivePlayer {
-        x: p.x,
-        y: p.y,
-        facing: if p.facing < 0.0 { -1.0 } else { 1.0 },
-        action: p.action,
-        action_name: p.action.map_or("None", action_name).to_string(),
-        percent: p.percent as f32,
-        stocks: p.stocks,
     }
 }
 
@@ -238,7 +224,7 @@ mod tests {
     #[test]
     fn the_queue_keeps_the_newest_frames() {
         let tap = LiveTap::default();
-        let mut obs = Observation { state: [0.0; shine_agent::STATE_DIM], frame: 0, opponent: PlayerFacts::default(), agent: PlayerFacts::default() };
+        let mut obs = Observation { state: [0.0; shine_agent::STATE_DIM], frame: 0, opponent: Default::default(), agent: Default::default() };
         let d = LiveDecision { action: 2, q: vec![0.5, 1.5, 2.5], ..Default::default() };
         for f in 0..(QUEUE_FRAMES as u32 + 10) {
             obs.frame = f;
