@@ -467,15 +467,14 @@ impl Navigator {
         let me = css::port(ram, g.agent_port)?;
         // Each hand works on its own; the step reported is the first one not done.
         let agent = self.bot_slot(me, g.agent_port, g.agent_character);
-        if g.opponent == Opponent::Human {
-            // Their hand is theirs, and so is START: the bot's hand only sets up its own
-            // slot, then waits for them as long as they take.
-            let person = self.person_step(css::port(ram, g.opponent_port)?);
-            return Ok(MenuStep::Press(Pads::agent(agent.map_or(Pad::NEUTRAL, |a| a.0)), agent.map_or(person, |a| a.1)));
-        }
         let cpu_step = match g.opponent {
             Opponent::Cpu => self.cpu_slot(css::port(ram, g.opponent_port)?, g.opponent_port),
-            Opponent::Human => None,
+            Opponent::Human => {
+                // Their hand is theirs, and so is START: the bot's hand only sets up its
+                // own slot, then waits for them as long as they take.
+                let person = self.person_step(css::port(ram, g.opponent_port)?);
+                return Ok(MenuStep::Press(Pads::agent(agent.map_or(Pad::NEUTRAL, |a| a.0)), agent.map_or(person, |a| a.1)));
+            }
             Opponent::Bot => self.bot_slot(css::port(ram, g.opponent_port)?, g.opponent_port, g.cpu_character).map(|(pad, task)| {
                 (pad, if task == Task::AgentToggle { Task::OpponentToggle } else { Task::OpponentCoin })
             }),

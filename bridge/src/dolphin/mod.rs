@@ -415,9 +415,7 @@ impl Dolphin {
         }
         Err(DolphinError::MenuStuck { frames: self.cfg.menu_frame_limit, last: last.map_or("none".into(), |t| t.to_string()) })
     }
-}
 
-impl Dolphin {
     /// [`Emulator::reset`], with `trace` told of every menu step as it begins (what a
     /// person against the bot is waiting on is said so: `play --human-port`).
     pub fn reset_traced(&mut self, setup: MatchSetup, trace: &mut dyn FnMut(MenuTrace<'_>)) -> Result<(), DolphinError> {

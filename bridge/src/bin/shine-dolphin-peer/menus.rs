@@ -286,13 +286,15 @@ impl Menus {
                     return toward(port.hand, lay::icon_centre(want)).unwrap_or_else(|| tap(Button::A));
                 }
                 let mistake_now = self.scen.human_mistake && self.mistake_at.is_none();
+                if mistake_now && port.slot != HUMAN {
+                    // The mistake is made: remember when, and leave the slot as it is.
+                    self.mistake_at = Some(self.matches);
+                    eprintln!("peer: the person's stand-in pressed its HMN/CPU toggle by mistake");
+                    return Pad::NEUTRAL;
+                }
+                // The toggle pressed: by mistake now, or at a later visit to set it back.
                 let fix = port.slot != HUMAN && self.mistake_at.is_some_and(|m| m < self.matches);
                 if mistake_now || fix {
-                    if mistake_now && port.slot != HUMAN {
-                        self.mistake_at = Some(self.matches);
-                        eprintln!("peer: the person's stand-in pressed its HMN/CPU toggle by mistake");
-                        return Pad::NEUTRAL;
-                    }
                     return toward(port.hand, lay::toggle(p)).unwrap_or_else(|| tap(Button::A));
                 }
                 if self.banner == 0 {
