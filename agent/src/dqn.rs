@@ -34,8 +34,11 @@ use thiserror::Error;
 /// Which optimizer [`Learner`] runs (defined with the optimizers, in `optim`).
 pub use crate::optim::OptimizerKind;
 
+mod group;
 #[cfg(test)]
 mod reference;
+
+pub use group::{Group, GroupOutput, GroupShape};
 
 // ---------------------------------------------------------------------------------
 // Hyper-parameters
@@ -275,10 +278,27 @@ impl Layout {
     /// The [`BLOCKS`] of a buffer laid out as this.
     fn blocks(&self, flat: &Tensor) -> Blocks {
         BLOCKS.map(|covers| {
-            let mut shape = self.shapes[covers[0]].clone();
-            shape[0] = covers.iter().map(|&i| self.shapes[i][0]).sum();
+            let shape = self.block_shape(covers);
             flat.narrow(0, self.offsets[covers[0]], shape.iter().product()).view(shape.as_slice())
         })
+    }
+
+    /// The [`BLOCKS`] of k buffers laid out as this, stacked (`[k, len]`): each block
+    /// `[k, ...]`, run r's block in row r (a [`Group`]'s operands).
+    fn stacked_blocks(&self, flat: &Tensor) -> Blocks {
+        let k = flat.size()[0];
+        BLOCKS.map(|covers| {
+            let shape = self.block_shape(covers);
+            let stacked: Vec<i64> = std::iter::once(k).chain(shape.iter().copied()).collect();
+            flat.narrow(1, self.offsets[covers[0]], shape.iter().product()).view(stacked.as_slice())
+        })
+    }
+
+    /// The shape of the block covering `covers` (adjacent tensors stacked on dimension 0).
+    fn block_shape(&self, covers: &[usize]) -> Vec<i64> {
+        let mut shape = self.shapes[covers[0]].clone();
+        shape[0] = covers.iter().map(|&i| self.shapes[i][0]).sum();
+        shape
     }
 }
 
@@ -363,6 +383,14 @@ impl DuelingDqn {
 
     pub fn actions(&self) -> usize {
         self.actions
+    }
+
+    /// Keep the weights in `flat` from now on (a buffer laid out as this network's: a
+    /// [`Group`]'s row), copying them there first.
+    fn move_to(&mut self, mut flat: Tensor) {
+        flat.copy_(&self.flat);
+        self.blocks = self.layout.blocks(&flat);
+        self.flat = flat;
     }
 
     pub fn device(&self) -> Device {
@@ -484,14 +512,35 @@ struct Columns {
 
 impl Columns {
     fn of(batch: &Tensor) -> Columns {
+        Self::on_dim(batch, 1)
+    }
+
+    /// The columns of k batches stacked, `[k, B, 57]` (each column `[k, B, ...]`).
+    fn of_stacked(batch: &Tensor) -> Columns {
+        Self::on_dim(batch, 2)
+    }
+
+    /// The columns of `batch` whose rows' floats run along dimension `d`.
+    fn on_dim(batch: &Tensor, d: i64) -> Columns {
         Columns {
-            states: batch.narrow(1, col::STATE as i64, STATE_DIM as i64),
-            actions: batch.narrow(1, col::ACTION as i64, 1).to_kind(Kind::Int64),
-            rewards: batch.select(1, col::REWARD as i64),
-            next_states: batch.narrow(1, col::NEXT_STATE as i64, STATE_DIM as i64),
-            terminal: batch.select(1, col::TERMINAL as i64),
+            states: batch.narrow(d, col::STATE as i64, STATE_DIM as i64),
+            actions: batch.narrow(d, col::ACTION as i64, 1).to_kind(Kind::Int64),
+            rewards: batch.select(d, col::REWARD as i64),
+            next_states: batch.narrow(d, col::NEXT_STATE as i64, STATE_DIM as i64),
+            terminal: batch.select(d, col::TERMINAL as i64),
         }
     }
+}
+
+/// Where a learner keeps its tensors when it trains in a [`Group`]: its rows of the
+/// group's buffers, each laid out as the flat parameter buffer.
+struct LearnerRows {
+    online: Tensor,
+    target: Tensor,
+    average: Option<Tensor>,
+    /// The optimizer's slots, in its order.
+    slots: Vec<Tensor>,
+    grad: Tensor,
 }
 
 /// Online and target networks, optimizer state and the step counter.
@@ -537,6 +586,25 @@ impl Learner {
 
     pub fn config(&self) -> &DqnConfig {
         &self.cfg
+    }
+
+    /// Keep every tensor in `rows` from now on (a [`Group`]'s), copying it there first.
+    /// Everything this learner does alone (a step, a restore, a checkpoint, the target
+    /// sync) then reads and writes those rows.
+    fn move_into(&mut self, rows: LearnerRows) {
+        let LearnerRows { online, target, average, slots, mut grad } = rows;
+        self.online.move_to(online);
+        self.target.move_to(target);
+        if let (Some(mine), Some(row)) = (&mut self.average, average) {
+            mine.move_to(row);
+        }
+        for (mine, mut row) in self.optimizer.slots.iter_mut().zip(slots) {
+            row.copy_(mine);
+            *mine = row;
+        }
+        grad.copy_(&self.grad);
+        self.grad_blocks = self.online.layout.blocks(&grad);
+        self.grad = grad;
     }
 
     pub fn device(&self) -> Device {
