@@ -93,6 +93,7 @@ export function renderRuns(onShow) {
       ["train_steps_per_sec", el("td", "num", fmtNum(r.train_steps_per_sec))],
       ["model_version", el("td", "num", versionCell(r.model_version))],
       ["eval_survival", el("td", "num", survivalCell(r.eval_survival))],
+      ["group", el("td", null, trainsWith(r))],
     ];
     tr.append(name);
     for (const [key, td, setting] of cells) {
@@ -107,6 +108,12 @@ export function renderRuns(onShow) {
     tr.append(act);
     tbody.append(tr);
   }
+}
+
+// The runs a run trains with as one step on the device ([trainer] grouped), or "alone".
+export function trainsWith(run) {
+  const others = (run.group || []).filter((n) => n !== run.name);
+  return others.length ? others.join(", ") : "alone";
 }
 
 // The settings side by side, a column per run, grouped by section. By default only the

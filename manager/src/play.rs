@@ -52,7 +52,7 @@ impl PlayConfig {
             anyhow::bail!("[play] max_matches = {} is over 64 (each match is a thread playing in real time)", self.max_matches);
         }
         for (key, v) in [("idle_secs", self.idle_secs), ("match_secs", self.match_secs)] {
-            if !(v.is_finite() && v >= 1.0 && v <= 3600.0) {
+            if !(v.is_finite() && (1.0..=3600.0).contains(&v)) {
                 anyhow::bail!("[play] {key} = {v} must be between 1 and 3600 seconds");
             }
         }

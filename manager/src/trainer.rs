@@ -31,7 +31,7 @@ use crate::registry::Published;
 use crate::replay::{NewPriority, Replay, ReplayConfig, ReplayKind, Sampling};
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
-use shine_agent::dqn::{DqnConfig, Learner};
+use shine_agent::dqn::{DqnConfig, GroupShape, Learner, TrainOutput};
 use shine_agent::experience::{Batch, Expect, TRANSITION_FLOATS};
 use shine_agent::model::{ModelMeta, QNet};
 use shine_agent::{ActionSet, Side};
@@ -91,6 +91,16 @@ pub struct TrainerConfig {
     /// where it applies (the device replay, uniform sampling, RMSProp), off elsewhere.
     /// `true` where it cannot apply is an error that says why.
     pub cuda_graph: Option<bool>,
+    /// Train this run as one step with the other runs on the device that share its
+    /// network shape, action set, batch size, optimizer, Double DQN and averaging
+    /// (`crate::device::group`): their parameters stacked, one set of batched kernels (and on
+    /// CUDA one graph) for all of them, so that k runs on one GPU go nearly k times as
+    /// fast as one. Each keeps its replay, limiter, pause, hyper-parameters,
+    /// checkpoints and models. Unset: on for a CUDA device where it applies (the device
+    /// replay, uniform sampling), off elsewhere (on the CPU a grouped step is no
+    /// faster than its runs' steps in turn). `true` where it cannot apply is an error
+    /// that says why; `true` on the CPU groups there too.
+    pub grouped: Option<bool>,
 }
 
 impl Default for TrainerConfig {
@@ -109,6 +119,7 @@ impl Default for TrainerConfig {
             nice: -10,
             threads: 1,
             cuda_graph: None,
+            grouped: None,
         }
     }
 }
@@ -266,6 +277,9 @@ pub struct TrainerStats {
     pub running: bool,
     /// Paused through the API: no train steps until resumed.
     pub paused: bool,
+    /// The runs this one trains with as one step (itself among them, in the group's
+    /// order), or `None` when it trains alone (`[trainer] grouped`).
+    pub group: Option<Vec<String>>,
 }
 
 /// Where a run's trainer starts from: the checkpoint in `data_dir` (if any), and what
@@ -323,6 +337,17 @@ pub fn graph_applies(device: tch::Device, replay: &ReplayConfig, dqn: &DqnConfig
     Ok(())
 }
 
+/// Whether the run can train in a group ([`TrainerConfig::grouped`]), or why not.
+pub fn group_applies(replay: &ReplayConfig) -> Result<(), String> {
+    if replay.kind != ReplayKind::Device {
+        return Err("it needs the device replay ([replay] kind = \"device\"): a group draws each run's batch on the device".into());
+    }
+    if replay.sampling != Sampling::Uniform {
+        return Err("prioritized sampling does not group yet (its importance weights and priority updates are per run): use [replay] sampling = \"uniform\"".into());
+    }
+    Ok(())
+}
+
 /// A train step captured as a CUDA graph, with what it reads that a replay cannot
 /// change.
 struct GraphStep {
@@ -334,8 +359,8 @@ struct GraphStep {
 }
 
 /// Eager steps before the first capture: libtorch and cuBLAS set themselves up on the
-/// first steps (PyTorch's `torch.cuda.graph` warms up likewise).
-const GRAPH_WARMUP_STEPS: u64 = 3;
+/// first steps (PyTorch's `torch.cuda.graph` warms up likewise). A group's graph too.
+pub(crate) const GRAPH_WARMUP_STEPS: u64 = 3;
 
 /// One run's learner, replay, rate limiter and counters; owned by the device thread.
 pub struct RunTrainer {
@@ -348,6 +373,8 @@ pub struct RunTrainer {
     replay: Replay,
     /// Whether train steps are replayed as a CUDA graph ([`TrainerConfig::cuda_graph`]).
     use_graph: bool,
+    /// Whether it trains in a group when others share its shape ([`TrainerConfig::grouped`]).
+    grouped: bool,
     graph: Option<GraphStep>,
     /// Steps taken eagerly so far (the warm-up before the first capture).
     eager_steps: u64,
@@ -383,6 +410,12 @@ impl RunTrainer {
             (Some(true), Err(why)) => bail!("[trainer] cuda_graph = true, but {why}; set cuda_graph = false, or leave it out"),
             (Some(false), _) | (None, Err(_)) => false,
             (_, Ok(())) => true,
+        };
+        let grouped = match (cfg.grouped, group_applies(&replay_cfg)) {
+            (Some(true), Err(why)) => bail!("[trainer] grouped = true, but {why}; set grouped = false, or leave it out"),
+            (Some(false), _) | (None, Err(_)) => false,
+            (Some(true), Ok(())) => true,
+            (None, Ok(())) => device.is_cuda(),
         };
         let mut learner = Learner::new(&dqn_cfg, actions.len(), device)?;
         let mut replay = Replay::new(&replay_cfg, device)?;
@@ -482,6 +515,7 @@ impl RunTrainer {
             learner,
             replay,
             use_graph,
+            grouped,
             graph: None,
             eager_steps: 0,
             replay_cfg,
@@ -536,6 +570,46 @@ impl RunTrainer {
         self.replay.len() >= self.cfg.burn_in.max(1) && !paused && self.limiter.allows(self.learner.config().batch_size as u64)
     }
 
+    /// The shape of the grouped step this run can join ([`crate::device::group`]), or `None`
+    /// when it trains alone ([`TrainerConfig::grouped`]).
+    pub fn group_shape(&self) -> Option<GroupShape> {
+        self.grouped.then(|| GroupShape::of(&self.learner))
+    }
+
+    /// Whether a group it trains in may replay its step as a CUDA graph (`cuda_graph`
+    /// not set to false).
+    pub fn allows_graph(&self) -> bool {
+        self.cfg.cuda_graph != Some(false)
+    }
+
+    /// Its learner, to be moved into a group: its own captured graph, which reads the
+    /// learner's present buffers, goes.
+    pub fn learner_for_group(&mut self) -> &mut Learner {
+        self.graph = None;
+        &mut self.learner
+    }
+
+    /// Which runs it trains with ([`TrainerStats::group`]).
+    pub fn set_group(&mut self, names: Option<Vec<String>>) {
+        self.stats.group = names;
+    }
+
+    /// Rows for its part of a grouped step, `[batch_size, 57]` on the device: drawn
+    /// uniformly from its replay, or zeros while the replay is empty (a run in burn-in
+    /// does not move in the step; its rows are only there to fill the group's shape).
+    pub fn group_rows(&mut self) -> anyhow::Result<Tensor> {
+        let batch_size = self.learner.config().batch_size;
+        if self.replay.is_empty() {
+            return Ok(Tensor::zeros([batch_size as i64, TRANSITION_FLOATS as i64], (tch::Kind::Float, self.learner.device())));
+        }
+        Ok(self.replay.sample(batch_size, 1.0)?.rows)
+    }
+
+    /// Rows its replay can draw from now (a captured draw is bound to it).
+    pub fn replay_len(&self) -> usize {
+        self.replay.len()
+    }
+
     /// Put a validated upload into the replay (and count it against the rate limiter).
     pub fn ingest(&mut self, b: Batch) -> anyhow::Result<()> {
         let n = b.count() as u64;
@@ -584,6 +658,21 @@ impl RunTrainer {
             }
             out
         };
+        self.account(out)
+    }
+
+    /// What follows a step taken for this run by its group ([`crate::device::group`]): count it
+    /// (and sync the target when due), then as after a step of its own.
+    pub fn grouped_step_taken(&mut self, out: TrainOutput) -> anyhow::Result<bool> {
+        self.learner.finish_step();
+        self.account(out)
+    }
+
+    /// The host's bookkeeping of a step taken: the limiter and counters; the read-back,
+    /// publishing and checkpoint when due. Returns whether its numbers were read back
+    /// or a model published (the device layer shows them then).
+    fn account(&mut self, out: TrainOutput) -> anyhow::Result<bool> {
+        let batch_size = self.learner.config().batch_size;
         self.limiter.sampled(batch_size as u64);
         self.counters.transitions_sampled += batch_size as u64;
         self.counters.train_step = self.learner.step;
@@ -626,7 +715,7 @@ impl RunTrainer {
     /// (Re)captured first when there is none yet, or when the replay's length changed
     /// since (a block was written while it filled: the draw's bound is recorded in the
     /// graph); once the ring is full it never changes.
-    fn graph_step(&mut self) -> anyhow::Result<shine_agent::dqn::TrainOutput> {
+    fn graph_step(&mut self) -> anyhow::Result<TrainOutput> {
         let len = self.replay.len();
         if self.graph.as_ref().is_none_or(|g| g.replay_len != len) {
             self.graph = None; // its memory goes back before the new capture takes some
@@ -644,7 +733,7 @@ impl RunTrainer {
         g.graph.replay()?;
         self.learner.finish_step();
         let o = &g.out;
-        Ok(shine_agent::dqn::TrainOutput {
+        Ok(TrainOutput {
             loss: o.loss.shallow_clone(),
             mean_q: o.mean_q.shallow_clone(),
             grad_norm: o.grad_norm.shallow_clone(),
@@ -713,6 +802,7 @@ pub(crate) mod tests {
             nice: 0,
             threads: 1,
             cuda_graph: None,
+            grouped: None,
         };
         (t, ReplayConfig { capacity: 1000, update_size: 10, ..Default::default() }, DqnConfig { batch_size: 8, ..Default::default() })
     }
@@ -838,6 +928,26 @@ pub(crate) mod tests {
             .is_err_and(|e| e.contains("device replay") || e.contains("no CUDA graph support")));
         let adam = DqnConfig { optimizer: shine_agent::dqn::OptimizerKind::Adam, ..d.clone() };
         assert!(graph_applies(cuda, &r, &adam).is_err_and(|e| e.contains("Adam") || e.contains("no CUDA graph support")));
+    }
+
+    #[test]
+    fn grouped_true_where_it_cannot_apply_is_an_error_naming_the_key() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (mut t, r, d) = small();
+        t.grouped = Some(true);
+        let build = |t: &TrainerConfig, r: ReplayConfig| RunTrainer::build(setup_in(tmp.path(), (t.clone(), r, d.clone())), tch::Device::Cpu, Box::new(|_| {}));
+        for (replay, says) in [
+            (ReplayConfig { kind: ReplayKind::Host, ..r.clone() }, "device replay"),
+            (ReplayConfig { sampling: Sampling::Prioritized, ..r.clone() }, "prioritized sampling"),
+        ] {
+            let err = build(&t, replay).err().expect("refused").to_string();
+            assert!(err.contains("[trainer] grouped = true") && err.contains(says) && err.contains("grouped = false"), "{err}");
+        }
+        // Where it applies, `true` groups on the CPU too; unset, only on CUDA.
+        assert!(build(&t, r.clone()).unwrap().group_shape().is_some());
+        for off in [None, Some(false)] {
+            assert!(build(&TrainerConfig { grouped: off, ..t.clone() }, r.clone()).unwrap().group_shape().is_none(), "{off:?}");
+        }
     }
 }
 

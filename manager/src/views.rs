@@ -31,6 +31,8 @@ pub struct RunView {
     pub model_version: u64,
     /// Full-minute survival of its recent evaluation episodes (null: none yet).
     pub eval_survival: Option<f64>,
+    /// The runs it trains with as one step, itself among them (null: it trains alone).
+    pub group: Option<Vec<String>>,
 }
 
 /// `GET /runs`: every run, by name.

@@ -269,6 +269,7 @@ try {
         assert.ok(!r.weight.diff && r.weight.text === "1", `same weight: ${JSON.stringify(r.weight)}`);
         assert.ok(Number(r.train_steps.text.replace(/,/g, "")) > 0, `train steps ${r.train_steps.text}`);
         assert.match(r.model_version.text, /^v\d+$/);
+        assert.equal(r.group.text, "alone", "runs of different action sets train alone");
       }
       // The settings side by side: by default only the keys that differ, all marked.
       const settings = () => page.$$eval("#settings-table tbody tr[data-key]", (trs) => trs.map((tr) => ({

@@ -460,7 +460,7 @@ mod tests {
                     }
                     // Run 1's limiter holds it back every third step; run 3 is paused
                     // from step 10 to 19.
-                    let moves: Vec<bool> = members.iter().map(|&r| !(r == 1 && step % 3 == 0) && !(r == 3 && (10..20).contains(&step))).collect();
+                    let moves: Vec<bool> = members.iter().map(|&r| !(r == 1 && step % 3 == 0 || r == 3 && (10..20).contains(&step))).collect();
                     let batches: Vec<Tensor> = members.iter().map(|&r| batch((step * 10 + r) as u64)).collect();
                     group.set_mask(&moves);
                     let out = group.device_step(&Tensor::stack(&batches, 0));

@@ -42,6 +42,7 @@ fn view(s: &AppState, run: &Run) -> RunView {
         replay_size: t.replay_len,
         model_version: t.model_version,
         eval_survival: run.episodes().lock().expect("episodes lock").eval_survival(),
+        group: t.group,
     }
 }
 

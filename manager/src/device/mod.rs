@@ -15,13 +15,16 @@
 //!
 //! - [`handle`]: a run's handle, the room an upload takes in its queue, the messages.
 //! - [`scheduler`]: which run takes the next step (weighted fair sharing).
+//! - [`group`]: runs that share a network shape trained as one step (`[trainer]
+//!   grouped`): one chain of batched kernels for k runs instead of k chains.
 //! - this file: the thread and its loop. One run's learner is [`crate::trainer`]; this
 //!   layer gives it a thread, a queue and a turn.
 //!
 //! The loop: take every message waiting (uploads for any run, runs added or removed);
 //! move each run's queued uploads into its replay as far as its rate limiter takes
-//! them; pick one run that may train ([`Scheduler`]) and take one train step for it;
-//! with none, block on the channel for a short while (never spin). A run whose limiter
+//! them; pick one run that may train ([`Scheduler`]) and take one train step for it
+//! (for its whole group when it trains in one: the members that may train and are due
+//! move, the others stay as they are); with none, block on the channel for a short while (never spin). A run whose limiter
 //! says wait (or that is paused, or still burning in) is skipped, so it never blocks
 //! the others. The runs' trainers are owned by this thread alone: no lock appears in a
 //! step. Their numbers are copied out to the handles after each upload taken in and
@@ -33,9 +36,11 @@
 //! A run whose step fails (its replay refused a batch, a checkpoint could not be read
 //! back) is stopped and logged; the other runs go on.
 
+pub mod group;
 pub mod handle;
 pub mod scheduler;
 
+pub use group::TrainGroup;
 pub use handle::{IngestError, Reservation, RunHandle, RunId};
 pub use scheduler::Scheduler;
 
@@ -43,7 +48,7 @@ use crate::registry::Published;
 use crate::trainer::{Restore, RunSetup, RunTrainer, TrainerConfig, TrainerStats};
 use anyhow::bail;
 use handle::{Msg, Shared};
-use shine_agent::dqn::DqnConfig;
+use shine_agent::dqn::{DqnConfig, GroupShape};
 use shine_agent::experience::Batch;
 use shine_agent::ActionSet;
 use std::collections::VecDeque;
@@ -89,7 +94,7 @@ impl Device {
                     ),
                 }
             }
-            let mut l = Loop { rx, stop: loop_stop.clone(), runs: Vec::new(), sched: Scheduler::default() };
+            let mut l = Loop { rx, stop: loop_stop.clone(), runs: Vec::new(), sched: Scheduler::default(), groups: Vec::new() };
             let r = l.run();
             // Whatever ended the loop, no run takes uploads any more.
             loop_stop.store(true, Ordering::Release);
@@ -199,6 +204,16 @@ struct Loop {
     stop: Arc<AtomicBool>,
     runs: Vec<Slot>,
     sched: Scheduler,
+    /// Runs that train as one step ([`group`]); every other run trains alone.
+    groups: Vec<TrainGroup>,
+}
+
+/// The slots of `ids`, in that order (each id once, every one on the device).
+fn slots_of<'a>(runs: &'a mut [Slot], ids: &[RunId]) -> Vec<&'a mut Slot> {
+    let mut each: Vec<Option<&mut Slot>> = runs.iter_mut().map(Some).collect();
+    ids.iter()
+        .map(|id| each.iter_mut().find(|s| s.as_ref().is_some_and(|s| s.id == *id)).and_then(Option::take).expect("a group's member is on the device"))
+        .collect()
 }
 
 impl Loop {
@@ -216,18 +231,25 @@ impl Loop {
             for i in 0..self.runs.len() {
                 self.take_pending(i, false);
             }
+            let before = self.runs.len();
             self.runs.retain(|s| !s.shared.run_stop.load(Ordering::Acquire));
+            if self.runs.len() != before {
+                self.regroup();
+            }
             let ready: Vec<(RunId, f64)> =
                 self.runs.iter().filter(|s| s.run.may_train(s.shared.paused.load(Ordering::Acquire))).map(|s| (s.id, s.run.weight())).collect();
             match self.sched.pick(&ready) {
-                Some(id) => {
-                    let slot = self.runs.iter_mut().find(|s| s.id == id).expect("picked from the runs");
-                    match slot.run.train_step() {
-                        Ok(true) => slot.show(),
-                        Ok(false) => {}
-                        Err(e) => fail(slot, e),
+                Some(id) => match self.groups.iter().position(|g| g.members.contains(&id)) {
+                    Some(g) => self.group_step(g, id, &ready),
+                    None => {
+                        let slot = self.runs.iter_mut().find(|s| s.id == id).expect("picked from the runs");
+                        match slot.run.train_step() {
+                            Ok(true) => slot.show(),
+                            Ok(false) => {}
+                            Err(e) => fail(slot, e),
+                        }
                     }
-                }
+                },
                 // Nothing to do until more data arrives: block, with a timeout so the
                 // stop flag is seen promptly.
                 None => match self.rx.recv_timeout(IDLE_WAIT) {
@@ -238,6 +260,72 @@ impl Loop {
             }
         }
         self.finish()
+    }
+
+    /// One step of group `g`, picked through its member `picked`: the members that are
+    /// ready and due move, the others stay as they are. A failed step stops every
+    /// member (they shared it); a member's failed bookkeeping stops that member.
+    fn group_step(&mut self, g: usize, picked: RunId, ready: &[(RunId, f64)]) {
+        let group = &mut self.groups[g];
+        let moves = self.sched.with_group(picked, &group.members, ready);
+        let mut slots = slots_of(&mut self.runs, &group.members);
+        let mut trainers: Vec<&mut RunTrainer> = slots.iter_mut().map(|s| &mut s.run).collect();
+        let stepped = group.step(&mut trainers, &moves);
+        drop(trainers);
+        match stepped {
+            Ok(out) => {
+                for (r, slot) in slots.into_iter().enumerate().filter(|&(r, _)| moves[r]) {
+                    match slot.run.grouped_step_taken(out.run(r)) {
+                        Ok(true) => slot.show(),
+                        Ok(false) => {}
+                        Err(e) => fail(slot, e),
+                    }
+                }
+            }
+            Err(e) => {
+                for slot in slots {
+                    fail(slot, anyhow::anyhow!("the grouped step of its runs failed: {e:#}"));
+                }
+            }
+        }
+    }
+
+    /// Form the groups anew after runs joined or left: the runs that may group
+    /// ([`RunTrainer::group_shape`]), by shape, two or more to a group, in the order
+    /// they joined. A group whose members are unchanged is kept as it is (its captured
+    /// graph too); the others are built afresh, their members' learners moving into the
+    /// new group's buffers. A group that cannot be built leaves its runs training alone.
+    fn regroup(&mut self) {
+        let mut wanted: Vec<(GroupShape, Vec<RunId>)> = Vec::new();
+        for s in self.runs.iter().filter(|s| !s.shared.run_stop.load(Ordering::Acquire)) {
+            let Some(shape) = s.run.group_shape() else { continue };
+            match wanted.iter_mut().find(|(w, _)| *w == shape) {
+                Some((_, ids)) => ids.push(s.id),
+                None => wanted.push((shape, vec![s.id])),
+            }
+        }
+        let mut old = std::mem::take(&mut self.groups);
+        for (_, ids) in wanted.into_iter().filter(|(_, ids)| ids.len() >= 2) {
+            if let Some(i) = old.iter().position(|g| g.members == ids) {
+                self.groups.push(old.swap_remove(i));
+                continue;
+            }
+            let mut slots = slots_of(&mut self.runs, &ids);
+            let mut trainers: Vec<&mut RunTrainer> = slots.iter_mut().map(|s| &mut s.run).collect();
+            match TrainGroup::new(ids, &mut trainers) {
+                Ok(g) => {
+                    tracing::info!(runs = ?trainers.iter().map(|t| t.name()).collect::<Vec<_>>(), "runs train as one step");
+                    self.groups.push(g);
+                }
+                Err(e) => tracing::error!("these runs train alone: {e:#}"),
+            }
+        }
+        for s in &mut self.runs {
+            if !self.groups.iter().any(|g| g.members.contains(&s.id)) {
+                s.run.set_group(None);
+            }
+            s.show();
+        }
     }
 
     fn handle(&mut self, m: Msg) {
@@ -251,7 +339,11 @@ impl Loop {
             Msg::Add(id, run, shared) => {
                 tracing::info!(run = %run.name(), weight = run.weight(), "run joined the device");
                 self.sched.add(id);
+                let grouping = run.group_shape().is_some();
                 self.runs.push(Slot { id, run: *run, shared, pending: VecDeque::new() });
+                if grouping {
+                    self.regroup();
+                }
             }
             Msg::Remove(id, reply) => {
                 let r = match self.runs.iter().position(|s| s.id == id) {
@@ -265,6 +357,10 @@ impl Loop {
                         let mut slot = self.runs.remove(i);
                         self.sched.remove(id);
                         let r = slot.run.final_checkpoint();
+                        if self.groups.iter().any(|g| g.members.contains(&id)) {
+                            slot.run.set_group(None);
+                            self.regroup();
+                        }
                         slot.show();
                         slot.shared.ended();
                         tracing::info!(run = %slot.run.name(), "run left the device");

@@ -38,6 +38,33 @@ impl Scheduler {
         }
         Some(id)
     }
+
+    /// After [`Scheduler::pick`] chose `picked` from a group that steps together
+    /// (`members`, row order; `picked` among them): which members move with it. A
+    /// member moves when it is ready and its virtual time is no later than `picked`'s
+    /// after its step, so that a group keeps its runs' shares (a run of weight 2 moves
+    /// in every grouped step, one of weight 1 beside it in every other); each member
+    /// that moves is charged for its step.
+    pub fn with_group(&mut self, picked: RunId, members: &[RunId], ready: &[(RunId, f64)]) -> Vec<bool> {
+        let vt = |s: &Self, id: RunId| s.vtime.iter().find(|&&(r, _)| r == id).map_or(0.0, |&(_, v)| v);
+        let bar = vt(self, picked);
+        members
+            .iter()
+            .map(|&m| {
+                if m == picked {
+                    return true;
+                }
+                let Some(&(_, weight)) = ready.iter().find(|&&(r, _)| r == m) else { return false };
+                let moves = vt(self, m) <= bar;
+                if moves {
+                    if let Some((_, v)) = self.vtime.iter_mut().find(|(r, _)| *r == m) {
+                        *v += 1.0 / weight;
+                    }
+                }
+                moves
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]
@@ -79,6 +106,34 @@ mod tests {
         let c = counts(&mut s, 100, |_| vec![(1, 1.0), (2, 1.0)]);
         assert!(c[1].abs_diff(50) <= 1 && c[2].abs_diff(50) <= 1, "{c:?}");
         assert_eq!(s.pick(&[]), None);
+    }
+
+    #[test]
+    fn a_group_steps_its_ready_runs_together_and_keeps_their_shares() {
+        // Runs 1 (weight 2) and 2 (weight 1) train as one group: every grouped step
+        // moves run 1, and run 2 in every other one.
+        let mut s = Scheduler::default();
+        s.add(1);
+        s.add(2);
+        let ready = [(1, 2.0), (2, 1.0)];
+        let mut c = [0; 3];
+        for _ in 0..1000 {
+            let picked = s.pick(&ready).unwrap();
+            for (m, moves) in [1, 2].into_iter().zip(s.with_group(picked, &[1, 2], &ready)) {
+                c[m as usize] += moves as usize;
+            }
+        }
+        assert!(c[1].abs_diff(1000) <= 1 && c[2].abs_diff(500) <= 2, "{c:?}");
+        // Equal weights: both move in every step; a run not ready never does.
+        let mut s = Scheduler::default();
+        s.add(1);
+        s.add(2);
+        for _ in 0..10 {
+            let picked = s.pick(&[(1, 1.0), (2, 1.0)]).unwrap();
+            assert_eq!(s.with_group(picked, &[1, 2], &[(1, 1.0), (2, 1.0)]), [true, true]);
+        }
+        let picked = s.pick(&[(2, 1.0)]).unwrap();
+        assert_eq!(s.with_group(picked, &[1, 2], &[(2, 1.0)]), [false, true]);
     }
 
     #[test]

@@ -298,3 +298,90 @@ fn after_a_pause_and_a_barrier_the_handle_shows_the_exact_step_count() {
     let ck = checkpoint::load(tmp.path()).unwrap().expect("the final checkpoint");
     assert_eq!(ck.meta.counters.train_step, shown, "the count shown at the pause is the one the final checkpoint holds");
 }
+
+/// Runs "a" and "b" (Untouchable, each its own learning rate) and "c" (Fight: another
+/// network shape) with `[trainer] grouped = true` on the CPU, their data under `dir`.
+fn grouped_setups(dir: &std::path::Path) -> Vec<RunSetup> {
+    let (mut t, r, d) = small();
+    t.grouped = Some(true);
+    [("a", ActionSet::Untouchable, 1e-3), ("b", ActionSet::Untouchable, 3e-4), ("c", ActionSet::Fight, 1e-3)]
+        .into_iter()
+        .map(|(name, actions, lr)| {
+            let restore = Restore { data_dir: dir.join(name), ..Default::default() };
+            let dqn = DqnConfig { lr, ..d.clone() };
+            RunSetup { name: name.into(), weight: 1.0, trainer: t.clone(), replay: r.clone(), dqn, actions, side: shine_agent::Side::Fox, restore }
+        })
+        .collect()
+}
+
+#[test]
+fn runs_of_one_shape_train_as_one_step_each_as_far_as_it_may() {
+    let tmp = tempfile::tempdir().unwrap();
+    let device = Device::start(&small().0, tch::Device::Cpu).unwrap();
+    let [a, b, c] = grouped_setups(tmp.path()).try_into().ok().unwrap();
+    let (a, b, c) = (device.add_run(a, false, |_| {}).unwrap(), device.add_run(b, true, |_| {}).unwrap(), device.add_run(c, false, |_| {}).unwrap());
+    device.barrier().unwrap();
+    let ab = Some(vec!["a".to_string(), "b".to_string()]);
+    assert_eq!((a.stats().group, b.stats().group, c.stats().group), (ab.clone(), ab, None), "a and b group; c (another network) trains alone");
+    // 200 rows at 8 samples each, batch 8: 200 steps each. b is paused: the grouped
+    // steps move a alone, and b stays where it was.
+    for h in [&a, &b, &c] {
+        h.reserve(200).unwrap().ingest(batch(200, 0)).unwrap();
+    }
+    wait_until(&a, "run a's 200 steps", |s| s.train_steps == 200);
+    wait_until(&c, "run c's 200 steps", |s| s.train_steps == 200);
+    let sb = wait_until(&b, "run b's rows", |s| s.replay_len == 200);
+    assert_eq!((sb.train_steps, sb.paused), (0, true), "a paused member takes no step");
+    // Resumed, b catches up to its own limit while a, at its limit, waits.
+    b.set_paused(false);
+    wait_until(&b, "run b's 200 steps", |s| s.train_steps == 200);
+    device.barrier().unwrap();
+    assert_eq!(a.stats().train_steps, 200, "a member held back by its limiter does not move");
+    // a leaves: b trains alone from here, with its own state.
+    device.remove_run(&a).unwrap();
+    device.barrier().unwrap();
+    assert_eq!(b.stats().group, None);
+    b.reserve(100).unwrap().ingest(batch(100, 1)).unwrap();
+    wait_until(&b, "run b's next 100 steps", |s| s.train_steps == 300);
+    device.shutdown().unwrap();
+    // Each checkpoint is its own run's: the counts, and weights that differ.
+    let load = |n: &str| checkpoint::load(&tmp.path().join(n)).unwrap().expect("a final checkpoint");
+    let (ca, cb) = (load("a"), load("b"));
+    assert_eq!((ca.meta.counters.train_step, cb.meta.counters.train_step), (200, 300));
+    let w = |c: &checkpoint::Checkpoint| Vec::<f32>::try_from(&c.tensors["online.shared.weight"].view([-1])).unwrap();
+    assert_ne!(w(&ca), w(&cb));
+}
+
+#[test]
+fn a_restart_gives_each_grouped_run_its_own_state_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let device = Device::start(&small().0, tch::Device::Cpu).unwrap();
+    let handles: Vec<RunHandle> = grouped_setups(tmp.path()).into_iter().take(2).map(|s| device.add_run(s, false, |_| {}).unwrap()).collect();
+    for (i, h) in handles.iter().enumerate() {
+        h.reserve(150).unwrap().ingest(batch(150, i)).unwrap();
+    }
+    for h in &handles {
+        wait_until(h, "150 steps", |s| s.train_steps == 150);
+    }
+    device.shutdown().unwrap();
+    let load = |n: &str| checkpoint::load(&tmp.path().join(n)).unwrap().expect("a final checkpoint");
+    let before = [load("a"), load("b")];
+    // Restarted: each run restores its checkpoint, the two group again (their state
+    // copied into the group's buffers), and stop at once: the checkpoints written now
+    // hold exactly what the first ones did, each run its own.
+    let device = Device::start(&small().0, tch::Device::Cpu).unwrap();
+    let handles: Vec<RunHandle> = grouped_setups(tmp.path()).into_iter().take(2).map(|s| device.add_run(s, true, |_| {}).unwrap()).collect();
+    device.barrier().unwrap();
+    assert!(handles.iter().all(|h| h.stats().group.is_some_and(|g| g.len() == 2)), "grouped again");
+    device.shutdown().unwrap();
+    for (old, name) in before.iter().zip(["a", "b"]) {
+        let new = load(name);
+        assert_eq!(new.meta.counters.train_step, 150);
+        assert_eq!(old.tensors.len(), new.tensors.len());
+        for (key, t) in &old.tensors {
+            assert!(t.equal(&new.tensors[key]), "run {name}: {key} changed across the restart");
+        }
+    }
+    let w = |c: &checkpoint::Checkpoint| Vec::<f32>::try_from(&c.tensors["optim.rmsprop.square_avg.shared.weight"].view([-1])).unwrap();
+    assert_ne!(w(&before[0]), w(&before[1]), "the two runs' states differ (so a mix-up would show)");
+}

@@ -60,7 +60,7 @@ fn busy_person(frame: u64) -> Option<Pad> {
         2 => Input { stick: [0.0, 0.0], buttons: vec!["l".into()] }.pad().unwrap(),
         _ => Pad::NEUTRAL.with_main(0.0, 0.5),
     };
-    (frame % 15 == 0).then_some(pad)
+    frame.is_multiple_of(15).then_some(pad)
 }
 
 #[test]

@@ -1,7 +1,7 @@
 // Unit tests of web/tables.js's cell contents (the rendering needs a browser).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { bestModel, liveOptions, modelFile, survivalCell, versionCell, wilson, workerCells } from "../../tables.js";
+import { bestModel, liveOptions, modelFile, survivalCell, trainsWith, versionCell, wilson, workerCells } from "../../tables.js";
 
 const close = (a, b) => assert.ok(Math.abs(a - b) < 1e-12, `${a} ≉ ${b}`);
 
@@ -77,4 +77,11 @@ test("liveOptions: the workers that can stream, after the prompt", () => {
     { worker_id: 2, host: "b", epsilon: 0.1, state: "gone" },
     { worker_id: 3, epsilon: 0.0004, state: "stale" },
   ]), [["", "— pick a worker to watch —"], ["1", "worker 1 · a · ε 0.400"], ["3", "worker 3 · ? · ε 0.000"]]);
+});
+
+test("trainsWith names the other runs of a run's group, or says it trains alone", () => {
+  assert.equal(trainsWith({ name: "a", group: ["a", "b", "c"] }), "b, c");
+  assert.equal(trainsWith({ name: "b", group: ["a", "b"] }), "a");
+  assert.equal(trainsWith({ name: "a", group: null }), "alone");
+  assert.equal(trainsWith({ name: "a" }), "alone");
 });
