@@ -23,17 +23,21 @@
 #      without CUDA)
 #   3. replay_bench: Parr's Figure 3 (adding one experience, update sizes 1 to 10,000)
 #      and Table 1 (train step at batch 16 to 256, device replay against in-RAM,
-#      uniform and prioritized); on CUDA also the graph step checked equal to the eager
-#      one over 20 steps, and the step eager against one graph replay with its kernel
-#      count and the card's per-kernel launch floor
+#      uniform and prioritized); k = 1, 2, 4, 8 runs as one grouped step against k
+#      steps in turn; on CUDA also the graph step and the grouped graph step checked
+#      equal to their eager forms over 20 steps, the step eager against one graph
+#      replay with its kernel count and the card's per-kernel launch floor, and the
+#      kernels of one captured step by name (the graph itself in train-step-graph.dot)
+#   3b. on CUDA, where Nsight Compute (ncu) is installed: the ten longest kernels of
+#      one graph replay with their times
 #   4. the same update in PyTorch (scripts/torch_step_bench.py): eager, and with
 #      torch.compile(mode="reduce-overhead") on CUDA
-#   5. k = 1, 2, 4 runs on one manager against k managers sharing the device
-#      (scripts/runs_bench.py)
+#   5. k = 1, 2, 4, 8 runs on one manager, grouped (one step for all) and taking turns,
+#      against k managers sharing the device (scripts/runs_bench.py)
 #
 # On a lent machine (docs/benchmarks.md, "On a lent GPU machine"): carry stripped
 # release binaries (--bin), point the loader at the machine's PyTorch (LD_LIBRARY_PATH:
-# its torch/lib and nvidia/cu13/lib), and run it with a time limit; it takes about six
+# its torch/lib and nvidia/cu13/lib), and run it with a time limit; it takes about seven
 # minutes on an H100.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -72,13 +76,13 @@ if [[ -z "$python" ]]; then
 fi
 
 if [[ -n "$small" ]]; then
-    bench=(--capacity 20000 --update-sizes 1,100,1000 --adds 3000 --batches 32,128 --steps 20 --warmup 3 --repeats 2 --graph-batches 32,128)
+    bench=(--capacity 20000 --update-sizes 1,100,1000 --adds 3000 --batches 32,128 --steps 20 --warmup 3 --repeats 2 --graph-batches 32,128 --group-runs 1,2)
     torch_args=(--capacity 20000 --steps 20 --warmup 3 --repeats 2)
     runs_args=(--k 1,2 --secs 1 --warmup-secs 0.5 --capacity 20000 --burn-in 500)
 else
-    bench=(--capacity 1000000 --update-sizes 1,10,100,1000,2000,10000 --adds 50000 --batches 16,32,64,128,256 --steps 500 --warmup 50 --repeats 5 --graph-batches 32,128)
+    bench=(--capacity 1000000 --update-sizes 1,10,100,1000,2000,10000 --adds 50000 --batches 16,32,64,128,256 --steps 500 --warmup 50 --repeats 5 --graph-batches 32,128 --group-runs 1,2,4,8)
     torch_args=(--capacity 1000000 --steps 500 --warmup 50 --repeats 5)
-    runs_args=(--k 1,2,4 --secs 20 --warmup-secs 10 --capacity 1000000)
+    runs_args=(--k 1,2,4,8 --secs 10 --warmup-secs 5 --capacity 1000000)
 fi
 
 step "1. the machine"
@@ -109,14 +113,39 @@ if [[ -n "$tests" && $device == cuda* ]]; then
 fi
 
 step "3. replay_bench --device $device ${bench[*]}"
-"$replay_bench" --device "$device" --threads 1 "${bench[@]}" | tee "$out/replay_bench.txt" >&2
+"$replay_bench" --device "$device" --threads 1 "${bench[@]}" --graph-dot "$out/train-step-graph.dot" | tee "$out/replay_bench.txt" >&2
+
+if [[ $device == cuda* ]]; then
+    step "3b. the ten longest kernels of one graph replay (Nsight Compute, where ncu is installed)"
+    if command -v ncu >/dev/null; then
+        # Each kernel node of the graphs replay_bench replays, timed on its own: the
+        # first graph-step replays at batch 32 (a small replay, a few steps).
+        if ncu --csv --graph-profiling node --metrics gpu__time_duration.sum --launch-count 400 \
+            "$replay_bench" --device "$device" --threads 1 --capacity 20000 --update-sizes 1000 --adds 2000 --batches 32 --steps 2 --warmup 0 \
+            --repeats 1 --graph-batches 32 --group-runs 1 >"$out/ncu.csv" 2>"$out/ncu.log"; then
+            "$python" - "$out/ncu.csv" <<'PY' | tee "$out/ncu-top10.txt" >&2
+import csv, sys
+rows = [r for r in csv.DictReader(l for l in open(sys.argv[1]) if l.startswith('"')) if r.get("Metric Name") == "gpu__time_duration.sum"]
+scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}
+times = sorted(((float(r["Metric Value"].replace(",", "")) * scale.get(r["Metric Unit"], 1.0), r["Kernel Name"]) for r in rows), reverse=True)
+print("| us | kernel |")
+for us, name in times[:10]:
+    print(f"| {us:.2f} | `{name[:120]}` |")
+PY
+        else
+            echo "ncu failed (its log: $out/ncu.log): no kernel times" | tee "$out/ncu-top10.txt" >&2
+        fi
+    else
+        echo "ncu is not installed on this machine: no kernel times (the kernel list by name is in replay_bench's output)" | tee "$out/ncu-top10.txt" >&2
+    fi
+fi
 
 step "4. the same update in PyTorch"
 torch_extra=()
 [[ $device == cuda* ]] && torch_extra=(--compile)
 "$python" scripts/torch_step_bench.py --device "$device" --batches 32,128 "${torch_args[@]}" "${torch_extra[@]}" | tee "$out/torch_step_bench.txt" >&2
 
-step "5. k runs on one manager against k managers"
+step "5. k runs on one manager (grouped, in turns) against k managers"
 if [[ $device == cuda* ]]; then
     cores=$(nproc)
     runs_pin=(--manager-core "0-$(( cores / 2 - 1 ))" --worker-core "$(( cores / 2 ))-$(( cores - 1 ))")
@@ -132,7 +161,7 @@ step "done: every log is under $out"
     echo
     if [[ $device == cuda* ]]; then sed -n '2p' "$out/machine.txt"; echo; fi
     # replay_bench's tables, told apart by the heading above each.
-    rows() { awk -v want="$1" '/^Adding one experience/{t="add"} /^Train step/{t="step"} /eager against one CUDA-graph replay/{t="graph"} /^\| [0-9]/ && t==want' "$out/replay_bench.txt"; }
+    rows() { awk -v want="$1" '/^Adding one experience/{t="add"} /^Train step/{t="step"} /^k runs as one grouped step/{t="group"} /eager against one CUDA-graph replay/{t="graph"} /^Kernels of one captured/{t="kernels"} /^\| [0-9]/ && t==want' "$out/replay_bench.txt"; }
     echo "Adding one experience (us): | update size | device replay | in-RAM replay |"
     rows add
     echo
@@ -146,9 +175,22 @@ step "done: every log is under $out"
         grep -E '^CUDA graph, batch' "$out/replay_bench.txt"
     fi
     echo
+    echo "Grouped step (k runs as one): | k | in turn, eager (us / k steps) | grouped, eager (us) | grouped, graph (us) | run-steps / s, grouped | kernels / grouped step |"
+    rows group
+    grep -E '^Grouped step, k = ' "$out/replay_bench.txt" || true
+    if grep -q '^Kernels of one captured' "$out/replay_bench.txt"; then
+        echo
+        grep -E '^Kernels of one captured' "$out/replay_bench.txt"
+        echo "| count | kernel |"
+        rows kernels
+        echo
+        echo "The ten longest kernels of one replay (ncu):"
+        cat "$out/ncu-top10.txt"
+    fi
+    echo
     echo "PyTorch, the same update:"
     grep -E '^\| [0-9]+ \| (eager|compiled)' "$out/torch_step_bench.txt"
     echo
     echo "Runs on one device:"
-    grep -E '^ *[0-9]+ ' "$out/runs_bench.txt"
+    grep -E '^ *[0-9]+ |^   k=' "$out/runs_bench.txt"
 } | tee "$out/summary.md"

@@ -6,8 +6,10 @@ compute: the benchmark of docs/benchmarks.md ("Several runs on one device").
     python3 scripts/runs_bench.py --k 4 --secs 120 --capacity 100000
     python3 scripts/runs_bench.py --device cuda --bin DIR   (on a GPU: one card shared, prebuilt binaries)
 
-For each k: (a) one manager with k runs (`[[runs]]` r1..rk), and (b) k managers with
-one run each. Every manager is pinned to the same single core (`taskset -c
+For each k: (a) one manager with k runs (`[[runs]]` r1..rk) trained as one grouped step
+(`[trainer] grouped = true`), (b) the same manager with the runs taking turns
+(`grouped = false`), and (c) k managers with one run each. (With k = 1 there is no group:
+only (b) and (c).) Every manager is pinned to the same single core (`taskset -c
 --manager-core`, standing in for one shared device), every worker to the other
 (`--worker-core`), one worker per run with one environment. The rate limiter is off
 (`samples_per_insert = 0`): once a run's burn-in is in, it trains as fast as it is
@@ -15,7 +17,8 @@ given the device. After every run has trained for --warmup-secs, the train steps
 each run are read, again --secs later; the resident memory (VmRSS) of the manager
 processes is summed at the end, with the GPU memory they hold (nvidia-smi) on a GPU.
 Prints one row per (k, mode): aggregate steps/s, each run's steps/s, the smallest run's
-share of its fair share, and the memory.
+share of its fair share, and the memory; then for each k the grouped manager against
+the separate managers, and against one run alone.
 """
 import argparse
 import os
@@ -35,10 +38,14 @@ burn_in = {burn_in}
 samples_per_insert = 0.0
 checkpoint_every = 0
 checkpoint_every_secs = 0.0
+grouped = {grouped}
 """
 
+# The modes of a trial: one manager grouped, one manager in turns, k managers.
+MODES = ["grouped", "turns", "separate"]
 
-def manager_config(port, data, token, capacity, runs, device="cpu", burn_in=2000):
+
+def manager_config(port, data, token, capacity, runs, device="cpu", burn_in=2000, grouped=False):
     text = f"""
 [server]
 listen = "127.0.0.1:{port}"
@@ -49,7 +56,7 @@ upload_every_secs = 1.0
 [replay]
 capacity = {capacity}
 update_size = 1000
-{TRAINER.format(device=device, burn_in=burn_in)}
+{TRAINER.format(device=device, burn_in=burn_in, grouped=str(grouped).lower())}
 """
     for r in runs:
         text += f'\n[[runs]]\nname = "{r}"\n'
@@ -92,7 +99,7 @@ def steps(urls):
 def trial(bindir, k, mode, args, base_port, workdir):
     token = secrets.token_hex(8)
     names = [f"r{i + 1}" for i in range(k)]
-    managers = [(base_port, names)] if mode == "one" else [(base_port + i, [n]) for i, n in enumerate(names)]
+    managers = [(base_port, names)] if mode != "separate" else [(base_port + i, [n]) for i, n in enumerate(names)]
     procs, urls, mpids = [], [], []
     try:
         for j, (port, runs) in enumerate(managers):
@@ -101,7 +108,7 @@ def trial(bindir, k, mode, args, base_port, workdir):
             os.makedirs(d)
             cfg = os.path.join(d, "manager.toml")
             with open(cfg, "w") as f:
-                f.write(manager_config(port, os.path.join(d, "data"), token, args.capacity, runs, args.device, args.burn_in))
+                f.write(manager_config(port, os.path.join(d, "data"), token, args.capacity, runs, args.device, args.burn_in, mode == "grouped"))
             log = os.path.join(d, "manager.log")
             p = subprocess.Popen(["taskset", "-c", str(args.manager_core), os.path.join(bindir, "shine-manager"), "--config", cfg],
                                  stdout=open(log, "w"), stderr=subprocess.STDOUT)
@@ -114,7 +121,7 @@ def trial(bindir, k, mode, args, base_port, workdir):
                 wlog = os.path.join(d, f"worker-{r}.log")
                 cmd = ["taskset", "-c", str(args.worker_core), os.path.join(bindir, "shine-worker"), "run", "--manager", url,
                        "--token", token, "--envs", "1", "--spool-dir", os.path.join(d, f"spool-{r}")]
-                if mode == "one":
+                if mode != "separate":
                     cmd += ["--run", r]
                 procs.append(subprocess.Popen(cmd, stdout=open(wlog, "w"), stderr=subprocess.STDOUT))
         # Every run past burn-in, then the warm-up.
@@ -158,21 +165,27 @@ def main():
     bindir = args.bin or build()
     workdir = os.path.join(ROOT, args.dir)
     print(f"device {args.device}; {args.secs:g} s measured after {args.warmup_secs:g} s of training; capacity {args.capacity:,}", flush=True)
-    print(f"{'k':>2} {'mode':<9} {'steps/s total':>13} {'per run (min..max)':>20} {'spread':>7} {'min/fair':>8} {'RSS MB':>7} {'GPU MB':>7}", flush=True)
+    print(f"{'k':>2} {'mode':<19} {'steps/s total':>13} {'per run (min..max)':>20} {'spread':>7} {'min/fair':>8} {'RSS MB':>7} {'GPU MB':>7}", flush=True)
     results = {}
     for k in [int(x) for x in args.k.split(",")]:
-        for mode in ["one", "separate"]:
+        for mode in MODES if k > 1 else MODES[1:]:
             per_run, rss, gpu = trial(bindir, k, mode, args, args.port, workdir)
             total = sum(per_run)
             fair = total / k
             spread = (max(per_run) - min(per_run)) / statistics.mean(per_run) if k > 1 else 0.0
-            results[(k, mode)] = (total, rss)
-            label = "1 manager" if mode == "one" else f"{k} managers"
-            print(f"{k:>2} {label:<9} {total:>13.0f} {min(per_run):>9.0f}..{max(per_run):<9.0f} {spread * 100:>6.1f}% "
+            results[(k, mode)] = (total, rss, gpu)
+            label = {"grouped": "1 manager, grouped", "turns": "1 manager, turns", "separate": f"{k} managers"}[mode]
+            print(f"{k:>2} {label:<19} {total:>13.0f} {min(per_run):>9.0f}..{max(per_run):<9.0f} {spread * 100:>6.1f}% "
                   f"{min(per_run) / fair * 100:>7.1f}% {rss:>7.0f} {'-' if gpu is None else f'{gpu:.0f}':>7}", flush=True)
-        (one, one_rss), (sep, sep_rss) = results[(k, "one")], results[(k, "separate")]
-        print(f"   k={k}: one manager {one / sep * 100:.1f} % of the separate managers' steps/s, {one_rss / sep_rss * 100:.1f} % of their memory",
-              flush=True)
+        best = "grouped" if k > 1 else "turns"
+        (one, one_rss, one_gpu), (sep, sep_rss, _) = results[(k, best)], results[(k, "separate")]
+        line = f"   k={k}: one manager ({best}) {one / sep * 100:.1f} % of the separate managers' steps/s, {one_rss / sep_rss * 100:.1f} % of their memory"
+        alone = results.get((1, "turns"))
+        if alone and k > 1:
+            line += f"; {one / alone[0]:.2f} times one run's steps/s"
+            if one_gpu is not None and alone[2]:
+                line += f", {one_gpu / alone[2]:.2f} times its GPU memory"
+        print(line, flush=True)
 
 
 if __name__ == "__main__":

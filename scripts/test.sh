@@ -99,8 +99,9 @@ lane_a() {
     # are a GPU machine's to report.
     gpu_out=$(mktemp -d)
     OUT=$gpu_out/check scripts/gpu-check.sh --device cpu --small --bin "$debug" >"$gpu_out/check.md"
-    # Every table the script gathers is there: the add cost, the train step, PyTorch, the runs.
-    for want in '^Adding one experience' '^Train step' '^| 128 | eager |' '^ *2 2 managers'; do
+    # Every table the script gathers is there: the add cost, the train step, the grouped
+    # step, PyTorch, the runs.
+    for want in '^Adding one experience' '^Train step' '^Grouped step' '^| 128 | eager |' '^ *2 1 manager, grouped' '^ *2 2 managers'; do
         grep -q -- "$want" "$gpu_out/check.md" || { cat "$gpu_out/check.md"; echo "gpu-check.sh: no line matching $want" >&2; return 1; }
     done
     # One seed until the manager counts 1,000 train steps (configs/learn-gpu.toml's

@@ -64,6 +64,14 @@ pub struct BenchArgs {
     /// CUDA device only).
     #[arg(long, value_delimiter = ',', default_value = "32,128")]
     pub graph_batches: Vec<usize>,
+    /// Run counts for the grouped-step table (k runs as one step against k steps in
+    /// turn, at the first of --graph-batches; `[trainer] grouped`).
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8")]
+    pub group_runs: Vec<usize>,
+    /// Write the captured graph of one train step (the first of --graph-batches) here
+    /// in Graphviz form (CUDA only; `cudaGraphDebugDotPrint`).
+    #[arg(long)]
+    pub graph_dot: Option<std::path::PathBuf>,
 }
 
 impl Default for BenchArgs {
@@ -81,6 +89,8 @@ impl Default for BenchArgs {
             threads: 0,
             publish_average_tau: 0.0,
             graph_batches: vec![32, 128],
+            group_runs: vec![1, 2, 4, 8],
+            graph_dot: None,
         }
     }
 }
@@ -222,8 +232,50 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         println!("| {batch} | {d:.3} | {h:.3} | {speedup:+.1} % | {dp:.3} | {hp:.3} | {adds:+.1} % |");
     }
 
+    // --- k runs as one grouped step, against their steps in turn ---
+    let group_batch = args.graph_batches.first().copied().unwrap_or(32);
+    let index = match device {
+        Device::Cuda(i) => Some(i),
+        _ => None,
+    };
+    if let Some(index) = index {
+        for k in [2, 4] {
+            let worst = group_graph_equals_eager(index, k, group_batch)?;
+            anyhow::ensure!(worst < 1e-4, "k = {k}: the graph's group differs from the eager one by {worst} after 20 steps");
+            println!("\nGrouped step, k = {k}, batch {group_batch}: one CUDA graph the same as the eager grouped step over 20 steps (losses within 1e-5, every tensor within {worst:.1e})");
+        }
+    }
+    println!("\nk runs as one grouped step against k steps in turn (device replay, uniform, batch {group_batch}); median of {repeats} runs of {} steps", args.steps);
+    println!("(run-steps/s: train steps of all k runs together per second)\n");
+    println!("| k | in turn, eager (us / k steps) | grouped, eager (us) | grouped, graph (us) | run-steps / s, grouped | kernels / grouped step |");
+    println!("|---:|---:|---:|---:|---:|---:|");
+    for &k in &args.group_runs {
+        let (mut turns, mut eager, mut graphed) = (Vec::new(), Vec::new(), Vec::new());
+        let mut kernels = None;
+        for r in 0..repeats {
+            let warmup = if r == 0 { args.warmup } else { 0 };
+            let mut learners = group_learners(k, &cfg_for(group_batch), args.actions, device)?;
+            let mut t = 0.0;
+            for l in learners.iter_mut() {
+                t += 1e3 * step_time(&mut replays[0], l, group_batch, warmup, args.steps);
+            }
+            turns.push(t);
+            eager.push(group_step_time(&mut replays[0], &mut learners, group_batch, warmup, args.steps, None)?.0);
+            if let Some(index) = index {
+                let (us, n) = group_step_time(&mut replays[0], &mut learners, group_batch, 0, args.steps, Some(index))?;
+                graphed.push(us);
+                kernels = n;
+            }
+        }
+        let (turns, eager) = (median(turns), median(eager));
+        let best = if graphed.is_empty() { eager } else { median(graphed.clone()) };
+        let graph = if graphed.is_empty() { "-".to_string() } else { format!("{:.1}", median(graphed)) };
+        let kernels = kernels.map_or("-".to_string(), |n| n.to_string());
+        println!("| {k} | {turns:.1} | {eager:.1} | {graph} | {:.0} | {kernels} |", k as f64 * 1e6 / best);
+    }
+
     // --- The train step as one CUDA graph, against the launch limit ---
-    let Device::Cuda(index) = device else {
+    let Some(index) = index else {
         println!("\nCUDA graph: needs a CUDA device (this run is on {device:?}): skipped");
         return Ok(());
     };
@@ -256,7 +308,72 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         let limit = kernels as f64 * floor;
         println!("| {batch} | {e:.1} | {g:.1} | {:.0} | {kernels} | {limit:.1} | {:.2} |", 1e6 / g, g / limit);
     }
+    // Where one step's time goes: the kernels it launches, by name.
+    let names = graph_kernel_names(replay, &cfg_for(group_batch), args.actions, index, args.graph_dot.as_deref())?;
+    println!("\nKernels of one captured train step (batch {group_batch}), by name: {} in all", names.len());
+    if let Some(dot) = &args.graph_dot {
+        println!("(the graph in Graphviz form: {})", dot.display());
+    }
+    println!("\n| count | kernel |");
+    println!("|---:|---|");
+    for (count, name) in crate::cuda_graph::kernel_counts(&names) {
+        println!("| {count} | `{name}` |");
+    }
     Ok(())
+}
+
+/// `k` learners of one shape, each with its own learning rate and discount (as the
+/// runs of a group differ), fresh weights.
+fn group_learners(k: usize, cfg: &DqnConfig, actions: usize, device: Device) -> anyhow::Result<Vec<Learner>> {
+    (0..k)
+        .map(|i| {
+            let cfg = DqnConfig { lr: cfg.lr * (1.0 + i as f64 * 0.25), gamma: 0.99 - 0.001 * i as f64, ..cfg.clone() };
+            Ok(Learner::new(&cfg, actions, device)?)
+        })
+        .collect()
+}
+
+/// Microseconds per grouped step of `learners` (each batch drawn from `replay`, as each
+/// run's from its own), eager, or with `graph` (a CUDA device index) replayed as one
+/// captured graph after three eager steps; with a graph, also the kernels it launches.
+fn group_step_time(replay: &mut Replay, learners: &mut [Learner], batch: usize, warmup: usize, steps: usize, graph: Option<usize>) -> anyhow::Result<(f64, Option<usize>)> {
+    let device = learners[0].device();
+    let k = learners.len();
+    let mut members: Vec<&mut Learner> = learners.iter_mut().collect();
+    let mut group = shine_agent::dqn::Group::new(&mut members)?;
+    let draw = |replay: &mut Replay| -> anyhow::Result<tch::Tensor> {
+        let rows = (0..k).map(|_| Ok(replay.sample(batch, 1.0)?.rows)).collect::<anyhow::Result<Vec<_>>>()?;
+        Ok(tch::Tensor::stack(&rows, 0))
+    };
+    let step = |replay: &mut Replay, group: &mut shine_agent::dqn::Group| -> anyhow::Result<tch::Tensor> { Ok(group.device_step(&draw(replay)?).loss) };
+    for _ in 0..warmup.max(if graph.is_some() { 3 } else { 0 }) {
+        let _ = step(replay, &mut group)?;
+    }
+    let mut captured = match graph {
+        None => None,
+        Some(index) => {
+            let mut g = crate::cuda_graph::CudaGraph::new()?;
+            let out = g.capture(index, || step(replay, &mut group))??;
+            let (_, kernels) = g.count()?;
+            Some((g, out, kernels))
+        }
+    };
+    sync(device);
+    let t = Instant::now();
+    let mut last = None;
+    for _ in 0..steps {
+        last = Some(match captured.as_mut() {
+            Some((g, out, _)) => {
+                g.replay()?;
+                out.shallow_clone()
+            }
+            None => step(replay, &mut group)?,
+        });
+    }
+    // Reading the last losses waits for every queued step.
+    let _ = last.map(|l| f64::try_from(&l.sum(tch::Kind::Float)));
+    sync(device);
+    Ok((t.elapsed().as_secs_f64() * 1e6 / steps as f64, captured.map(|c| c.2)))
 }
 
 /// The same 20 batches through two learners of the same weights on CUDA device
@@ -294,6 +411,79 @@ pub fn graph_equals_eager(index: usize, batch: usize) -> anyhow::Result<f64> {
         worst = worst.max(f64::try_from((&a.1 - &b.1).abs().max())?);
     }
     Ok(worst)
+}
+
+/// The same 20 stacked batches through two groups of `k` learners of the same weights
+/// on CUDA device `index`, one stepping eagerly, one replaying a captured graph of its
+/// step (the batch read from one static tensor, refilled before each replay), with a
+/// mask that holds the last run back every other step: the losses of each step and
+/// every learner's tensors afterwards agree. Returns the largest difference of any
+/// tensor element; errs on a loss that differs.
+pub fn group_graph_equals_eager(index: usize, k: usize, batch: usize) -> anyhow::Result<f64> {
+    let device = Device::Cuda(index);
+    let cfg = DqnConfig { batch_size: batch, target_sync_every: 7, ..Default::default() };
+    tch::manual_seed(12);
+    let mut eager = group_learners(k, &cfg, 5, device)?;
+    tch::manual_seed(12);
+    let mut graphed = group_learners(k, &cfg, 5, device)?;
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(5);
+    let batches: Vec<tch::Tensor> =
+        (0..20).map(|_| tch::Tensor::from_slice(&random_rows(k * batch, 5, &mut rng)).view([k as i64, batch as i64, W as i64]).to_device(device)).collect();
+    let mut input = batches[0].copy();
+    let (mut ge, mut gg) = {
+        let (mut e, mut g): (Vec<&mut Learner>, Vec<&mut Learner>) = (eager.iter_mut().collect(), graphed.iter_mut().collect());
+        (shine_agent::dqn::Group::new(&mut e)?, shine_agent::dqn::Group::new(&mut g)?)
+    };
+    let mut graph = crate::cuda_graph::CudaGraph::new()?;
+    let mut out = None;
+    for (i, b) in batches.iter().enumerate() {
+        let moves: Vec<bool> = (0..k).map(|r| r + 1 < k || i % 2 == 0).collect();
+        ge.set_mask(&moves);
+        gg.set_mask(&moves);
+        let e = ge.device_step(b);
+        if i < 3 {
+            // Eager warm-up steps, as the trainer takes before its first capture.
+            gg.device_step(b);
+        } else {
+            input.copy_(b);
+            if out.is_none() {
+                out = Some(graph.capture(index, || gg.device_step(&input))?);
+            }
+            graph.replay()?;
+        }
+        for (r, &m) in moves.iter().enumerate() {
+            if m {
+                eager[r].finish_step();
+                graphed[r].finish_step();
+            }
+        }
+        if let Some(o) = out.as_ref().filter(|_| i >= 3) {
+            for r in 0..k {
+                let (le, lg) = (f64::try_from(&e.loss.get(r as i64))?, f64::try_from(&o.loss.get(r as i64))?);
+                anyhow::ensure!((le - lg).abs() <= 1e-5 * le.abs().max(1.0), "k {k}, step {i}, run {r}: loss eager {le}, graph {lg}");
+            }
+        }
+    }
+    let mut worst = 0.0f64;
+    for (a, b) in eager.iter().zip(&graphed) {
+        anyhow::ensure!(a.step == b.step && a.optimizer_steps() == b.optimizer_steps(), "the step counts differ");
+        for (x, y) in a.state_tensors().iter().zip(b.state_tensors()) {
+            worst = worst.max(f64::try_from((&x.1 - &y.1).abs().max())?);
+        }
+    }
+    Ok(worst)
+}
+
+/// The kernels one captured train step launches (device replay, uniform, after three
+/// eager steps), by name; with `dot`, the graph is also written there in Graphviz form.
+fn graph_kernel_names(replay: &mut Replay, cfg: &DqnConfig, actions: usize, index: usize, dot: Option<&std::path::Path>) -> anyhow::Result<Vec<String>> {
+    let mut learner = Learner::new(cfg, actions, Device::Cuda(index))?;
+    for _ in 0..3 {
+        learner.train_step(&replay.sample(cfg.batch_size, 1.0)?.rows);
+    }
+    let mut graph = crate::cuda_graph::CudaGraph::new()?;
+    graph.capture(index, || -> anyhow::Result<_> { Ok(learner.device_step(&replay.sample(cfg.batch_size, 1.0)?.rows, None)) })??;
+    Ok(graph.kernel_names(dot)?)
 }
 
 /// Microseconds per train step replayed as one captured graph (sample + update), and
@@ -387,3 +577,4 @@ mod tests {
         }
     }
 }
+

@@ -18,6 +18,9 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include <cxxabi.h>
+
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -129,6 +132,54 @@ int shine_cuda_graph_count(void* handle, size_t* nodes, size_t* kernels, char* e
     }
     *nodes = n;
     *kernels = k;
+  });
+}
+
+// The recorded graph's kernels by name, one per line in the graph's node order,
+// demangled where the name can be: written into `out` (`out_len` bytes, NUL-ended,
+// cut short if it does not fit), and the bytes the whole list needs in `*needed` (call
+// with out = nullptr first). A kernel whose name the runtime cannot tell (one launched
+// through the driver API by a library) is listed as "(unnamed kernel)". With `dot` not
+// null, the graph is also written there in Graphviz form (cudaGraphDebugDotPrint,
+// with each kernel node's parameters).
+int shine_cuda_graph_kernel_names(void* handle, const char* dot, char* out, size_t out_len, size_t* needed, char* err, size_t len) {
+  return guarded(err, len, [&] {
+    cudaGraph_t g = static_cast<Graph*>(handle)->graph.raw_cuda_graph();
+    if (dot != nullptr) {
+      C10_CUDA_CHECK(cudaGraphDebugDotPrint(g, dot, cudaGraphDebugDotFlagsVerbose));
+    }
+    size_t n = 0;
+    C10_CUDA_CHECK(cudaGraphGetNodes(g, nullptr, &n));
+    std::vector<cudaGraphNode_t> all(n);
+    C10_CUDA_CHECK(cudaGraphGetNodes(g, all.data(), &n));
+    std::string names;
+    for (auto node : all) {
+      cudaGraphNodeType type;
+      C10_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
+      if (type != cudaGraphNodeTypeKernel) {
+        continue;
+      }
+      std::string name = "(unnamed kernel)";
+      cudaKernelNodeParams params{};
+      const char* mangled = nullptr;
+      if (cudaGraphKernelNodeGetParams(node, &params) == cudaSuccess && cudaFuncGetName(&mangled, params.func) == cudaSuccess && mangled != nullptr) {
+        int status = 0;
+        char* demangled = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
+        name = status == 0 && demangled != nullptr ? demangled : mangled;
+        std::free(demangled);
+      }
+      // A failed lookup is not an error of the graph: clear it so it is not reported
+      // by the next CUDA call.
+      (void)cudaGetLastError();
+      names += name;
+      names += '\n';
+    }
+    *needed = names.size() + 1;
+    if (out != nullptr && out_len > 0) {
+      size_t m = names.size() < out_len - 1 ? names.size() : out_len - 1;
+      std::memcpy(out, names.data(), m);
+      out[m] = '\0';
+    }
   });
 }
 

@@ -53,6 +53,15 @@ mod ffi {
         pub fn shine_cuda_graph_capture_end(g: *mut c_void, err: *mut c_char, len: usize) -> c_int;
         pub fn shine_cuda_graph_replay(g: *mut c_void, err: *mut c_char, len: usize) -> c_int;
         pub fn shine_cuda_graph_count(g: *mut c_void, nodes: *mut usize, kernels: *mut usize, err: *mut c_char, len: usize) -> c_int;
+        pub fn shine_cuda_graph_kernel_names(
+            g: *mut c_void,
+            dot: *const c_char,
+            out: *mut c_char,
+            out_len: usize,
+            needed: *mut usize,
+            err: *mut c_char,
+            len: usize,
+        ) -> c_int;
     }
 }
 
@@ -146,6 +155,54 @@ impl CudaGraph {
     pub fn count(&self) -> Result<(usize, usize), GraphError> {
         Err(GraphError::NotBuilt)
     }
+
+    /// The captured graph's kernels by name (demangled; "(unnamed kernel)" where the
+    /// CUDA runtime cannot tell), in node order: what one replay launches. With `dot`,
+    /// the graph is also written there in Graphviz form (`cudaGraphDebugDotPrint`).
+    #[cfg(shine_cuda_graph)]
+    pub fn kernel_names(&self, dot: Option<&std::path::Path>) -> Result<Vec<String>, GraphError> {
+        if !self.captured {
+            return Err(GraphError::Cuda("kernel names before a capture".into()));
+        }
+        let dot = match dot {
+            Some(p) => Some(std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).map_err(|_| GraphError::Cuda(format!("a NUL in {}", p.display())))?),
+            None => None,
+        };
+        let dot_ptr = dot.as_ref().map_or(std::ptr::null(), |c| c.as_ptr());
+        let mut needed = 0usize;
+        // SAFETY: as above; `dot_ptr` is null or a NUL-ended string that outlives the
+        // call; a null `out` asks for the size only.
+        call(|err, len| unsafe { ffi::shine_cuda_graph_kernel_names(self.ptr, dot_ptr, std::ptr::null_mut(), 0, &mut needed, err, len) })?;
+        let mut buf = vec![0u8; needed.max(1)];
+        // SAFETY: `buf` holds `needed` bytes, the whole list and its NUL (the graph
+        // does not change between the calls); no second DOT write.
+        call(|err, len| unsafe { ffi::shine_cuda_graph_kernel_names(self.ptr, std::ptr::null(), buf.as_mut_ptr().cast(), buf.len(), &mut needed, err, len) })?;
+        let text = std::ffi::CStr::from_bytes_until_nul(&buf).map_err(|_| GraphError::Cuda("kernel names without their end".into()))?;
+        Ok(text.to_string_lossy().lines().map(str::to_string).collect())
+    }
+
+    #[cfg(not(shine_cuda_graph))]
+    pub fn kernel_names(&self, _dot: Option<&std::path::Path>) -> Result<Vec<String>, GraphError> {
+        Err(GraphError::NotBuilt)
+    }
+}
+
+/// Kernel names counted, most frequent first (ties by name): `(count, name)`. Each
+/// name is cut at its first `(` or `<` beyond 100 characters, so that PyTorch's long
+/// template arguments do not hide the kernel (names still differing after the cut
+/// are counted apart).
+pub fn kernel_counts(names: &[String]) -> Vec<(usize, String)> {
+    let mut counts: std::collections::BTreeMap<String, usize> = Default::default();
+    for n in names {
+        let short = match n.char_indices().find(|&(i, c)| i >= 100 && (c == '(' || c == '<')) {
+            Some((i, _)) => format!("{}...", &n[..i]),
+            None => n.clone(),
+        };
+        *counts.entry(short).or_default() += 1;
+    }
+    let mut out: Vec<(usize, String)> = counts.into_iter().map(|(n, c)| (c, n)).collect();
+    out.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    out
 }
 
 #[cfg(shine_cuda_graph)]
@@ -159,6 +216,17 @@ impl Drop for CudaGraph {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kernel_names_are_counted_most_frequent_first_and_long_ones_cut() {
+        let long = format!("void at::native::elementwise_kernel<{}>(int)", "x".repeat(120));
+        let names: Vec<String> = ["gemm", "add", long.as_str(), "add", long.as_str(), "add"].iter().map(|s| s.to_string()).collect();
+        let counts = kernel_counts(&names);
+        assert_eq!(counts[0], (3, "add".to_string()));
+        assert_eq!(counts[1].0, 2);
+        assert!(counts[1].1.len() < long.len() && counts[1].1.starts_with("void at::native::elementwise_kernel<") && counts[1].1.ends_with("..."), "{counts:?}");
+        assert_eq!(counts[2], (1, "gemm".to_string()));
+    }
 
     #[test]
     fn without_cuda_a_graph_is_an_error_that_says_what_to_do() {
