@@ -552,6 +552,8 @@ mod tests {
             threads: 0,
             publish_average_tau: 0.01,
             graph_batches: vec![32],
+            group_runs: vec![1, 2],
+            graph_dot: None,
         };
         run(args).unwrap();
     }
