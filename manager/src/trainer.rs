@@ -605,6 +605,12 @@ impl RunTrainer {
         Ok(self.replay.sample(batch_size, 1.0)?.rows)
     }
 
+    /// Its online weights, as the model file has them (tests of groups on CUDA).
+    #[cfg(test)]
+    pub(crate) fn model_weights_for_test(&self) -> Vec<Vec<f32>> {
+        self.learner.online.weights()
+    }
+
     /// Rows its replay can draw from now (a captured draw is bound to it).
     pub fn replay_len(&self) -> usize {
         self.replay.len()

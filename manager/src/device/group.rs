@@ -103,3 +103,66 @@ impl TrainGroup {
         Ok(GroupOutput { loss: o.loss.shallow_clone(), mean_q: o.mean_q.shallow_clone(), grad_norm: o.grad_norm.shallow_clone() })
     }
 }
+
+/// A group replaying its step as a CUDA graph, on a real GPU: `scripts/gpu-check.sh
+/// --tests BIN` runs these (the library's test binary, `--ignored graph_tests`); without
+/// a GPU they are ignored. (The grouped graph step's equality with the eager grouped
+/// step is replay_bench's check, which gpu-check.sh runs.)
+#[cfg(test)]
+mod graph_tests {
+    use super::*;
+    use crate::trainer::tests::{batch, setup_in, small};
+
+    #[test]
+    #[ignore = "needs a CUDA device: scripts/gpu-check.sh runs it"]
+    fn a_group_on_cuda_trains_by_graph_replays_recaptured_as_replays_grow_and_a_held_back_run_stays() {
+        assert!(tch::Cuda::is_available(), "these tests need a CUDA device (scripts/gpu-check.sh)");
+        let device = tch::Device::Cuda(0);
+        let tmp = tempfile::tempdir().unwrap();
+        let (mut t, mut r, d) = small();
+        t.device = "cuda".into();
+        t.samples_per_insert = 0.0;
+        r.update_size = 50;
+        let mut runs: Vec<RunTrainer> = ["a", "b"]
+            .iter()
+            .map(|n| {
+                let mut s = setup_in(&tmp.path().join(n), (t.clone(), r.clone(), d.clone()));
+                s.name = n.to_string();
+                RunTrainer::build(s, device, Box::new(|_| {})).unwrap()
+            })
+            .collect();
+        assert!(runs.iter().all(|r| r.group_shape().is_some()), "grouped by default on CUDA with the device replay, uniform");
+        for (i, run) in runs.iter_mut().enumerate() {
+            run.ingest(batch(150, i)).unwrap();
+        }
+        let mut trainers: Vec<&mut RunTrainer> = runs.iter_mut().collect();
+        let mut group = TrainGroup::new(vec![1, 2], &mut trainers).unwrap();
+        assert!(group.use_graph);
+        let step = |group: &mut TrainGroup, trainers: &mut [&mut RunTrainer], moves: &[bool]| {
+            let out = group.step(trainers, moves).unwrap();
+            for (r, t) in trainers.iter_mut().enumerate().filter(|&(r, _)| moves[r]) {
+                t.grouped_step_taken(out.run(r)).unwrap();
+            }
+            out
+        };
+        for _ in 0..20 {
+            step(&mut group, &mut trainers, &[true, true]);
+        }
+        assert_eq!(group.graph.as_ref().expect("captured after the warm-up").replay_lens, [150, 150]);
+        trainers[1].ingest(batch(50, 7)).unwrap();
+        // b held back: a moves alone, b's weights stay as they were.
+        let before = trainers[1].model_weights_for_test();
+        for _ in 0..10 {
+            step(&mut group, &mut trainers, &[true, false]);
+        }
+        assert_eq!(group.graph.as_ref().unwrap().replay_lens, [150, 200], "re-captured for b's longer replay");
+        assert_eq!(trainers[1].model_weights_for_test(), before, "a held-back member does not move");
+        let out = step(&mut group, &mut trainers, &[true, true]);
+        for t in trainers.iter_mut() {
+            t.count_steps();
+        }
+        assert_eq!((trainers[0].stats().train_steps, trainers[1].stats().train_steps), (31, 21));
+        let loss = Vec::<f32>::try_from(&out.loss).unwrap();
+        assert!(loss.iter().all(|l| l.is_finite()), "{loss:?}");
+    }
+}
