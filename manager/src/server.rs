@@ -14,7 +14,7 @@ use crate::config::Config;
 use crate::device::Device;
 use crate::fleet::{Fleet, IdBlocks};
 use crate::history::History;
-use crate::league::League;
+use crate::league;
 use crate::metrics::Metrics;
 use crate::run::{store, Runs};
 use crate::sampler;
@@ -73,13 +73,7 @@ async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Result<Ap
     tracing::info!(?device, "starting the trainer");
     let (worker_ids, first_id) = IdBlocks::open(&data_dir)?;
     let history = History::open(&data_dir, config.history.clone())?;
-    // The league's ratings are its stored matches replayed (an unreadable history
-    // starts an empty league: it is never a reason not to train).
-    let played = history.league_matches().unwrap_or_else(|e| {
-        tracing::error!(error = format!("{e:#}"), "reading the league's matches from the history; the league starts empty");
-        Vec::new()
-    });
-    let league = League::new(&played);
+    let league = league::protocol::open(history.league_matches());
     let state = Arc::new(Manager {
         device: Device::start(&config.trainer, device)?,
         runs: Runs::default(),

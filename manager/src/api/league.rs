@@ -1,10 +1,12 @@
 //! The league (`crate::league`): `GET /league` (the table and the head-to-head
 //! matrix; `?run=NAME` for one run's models and the anchors), `POST /league/matches`
 //! (a worker asks for a match: `200` with one, `204` when there is none to play) and
-//! `POST /league/results` (its result: `200` once it is stored).
+//! `POST /league/results` (its result: `200` once it is stored). HTTP only: what a
+//! match and a result do is `crate::league::protocol`'s.
 
 use super::{run_prefix, Reader, Writer};
 use crate::error::{ApiError, ApiResult};
+use crate::league::protocol::{self, CountError, Counted};
 use crate::league::{Assignment, Entrant, LeagueError, Player, Table, ANCHORS};
 use crate::state::{AppState, Manager};
 use axum::extract::rejection::{JsonRejection, QueryRejection};
@@ -13,11 +15,9 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use serde::{Deserialize, Serialize};
-use shine_agent::durable::unix_now;
+use serde::Deserialize;
 use shine_agent::protocol::{LeagueMatch, LeaguePlayer, LeagueResult};
 use shine_agent::Task;
-use std::time::Instant;
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/league", get(table)).route("/league/matches", post(next_match)).route("/league/results", post(result))
@@ -77,51 +77,23 @@ fn match_view(a: &Assignment) -> LeagueMatch {
 
 async fn next_match(State(s): State<AppState>, _: Writer) -> Response {
     let entrants = entrants(&s, None);
-    let mut league = s.league.lock().expect("league lock");
-    let assigned = league.assign(&entrants, Instant::now(), &mut rand::rng());
-    // Its models stay downloadable until the result is counted (or the match expires).
-    s.keep_league_models(&league);
-    match assigned {
+    match protocol::hand_out(&s.league, &entrants, |l| s.keep_league_models(l)) {
         Some(a) => Json(match_view(&a)).into_response(),
         None => StatusCode::NO_CONTENT.into_response(),
     }
 }
 
-#[derive(Serialize)]
-struct Rated {
-    player: String,
-    rating: f64,
-    deviation: f64,
-}
-
-#[derive(Serialize)]
-struct ResultReply {
-    a: Rated,
-    b: Rated,
-    matches: u64,
-}
-
-async fn result(State(s): State<AppState>, _: Writer, body: Result<Json<LeagueResult>, JsonRejection>) -> ApiResult<Json<ResultReply>> {
+async fn result(State(s): State<AppState>, _: Writer, body: Result<Json<LeagueResult>, JsonRejection>) -> ApiResult<Json<Counted>> {
     let Json(r) = body.map_err(|e| ApiError::Unprocessable { code: "invalid_result", message: e.body_text() })?;
-    let taken = s.league.lock().expect("league lock").take(&r, Instant::now(), unix_now());
-    let m = taken.map_err(|e| match e {
-        LeagueError::UnknownMatch(_) => ApiError::NotFound(e.to_string()),
-        LeagueError::Invalid(message) => ApiError::Unprocessable { code: "invalid_result", message },
-    })?;
-    // Kept before it counts: a 200 means the match is in the history database.
-    let (state, stored) = (s.clone(), m.clone());
-    let kept = tokio::task::spawn_blocking(move || state.history.record_match(&stored)).await.map_err(anyhow::Error::from)?;
-    let mut league = s.league.lock().expect("league lock");
-    if let Err(e) = kept {
-        league.put_back(&m, Instant::now());
-        return Err(ApiError::Internal(e.context("storing a league match")));
-    }
-    league.apply(&m);
-    // The registries keep their runs' best rated models as they keep the best evaluated.
-    s.keep_league_models(&league);
-    let rated = |p: &Player| {
-        let (rating, deviation) = league.rating(p);
-        Rated { player: p.label(), rating, deviation }
-    };
-    Ok(Json(ResultReply { a: rated(&m.a), b: rated(&m.b), matches: league.matches() }))
+    let state = s.clone();
+    let counted = tokio::task::spawn_blocking(move || {
+        protocol::count_result(&state.league, &r, |m| state.history.record_match(m), |l| state.keep_league_models(l))
+    })
+    .await
+    .map_err(anyhow::Error::from)?;
+    counted.map(Json).map_err(|e| match e {
+        CountError::League(e @ LeagueError::UnknownMatch(_)) => ApiError::NotFound(e.to_string()),
+        CountError::League(LeagueError::Invalid(message)) => ApiError::Unprocessable { code: "invalid_result", message },
+        CountError::Store(e) => ApiError::Internal(e.context("storing a league match")),
+    })
 }

@@ -8,7 +8,7 @@
 
 use super::{Reader, RunRef};
 use crate::error::{ApiError, ApiResult};
-use crate::league::{Player, Recorded};
+use crate::league::{protocol, Player};
 use crate::play::{self, Frame, Input, Match, Outcome, Person, Seat, WallClock};
 use crate::run::Run;
 use crate::state::AppState;
@@ -20,7 +20,6 @@ use axum::routing::get;
 use axum::Router;
 use serde::Deserialize;
 use serde_json::json;
-use shine_agent::durable::unix_now;
 use shine_agent::model::QNet;
 use shine_agent::protocol::{LeagueOutcome, LeagueResult};
 use shine_agent::{ActionSet, Task};
@@ -191,15 +190,10 @@ async fn count_in_league(s: &AppState, run: &Run, version: u64, m: &Match, o: &O
         damage_taken: o.your_damage_dealt,
     };
     let model = Player::Model { run: run.name().to_string(), version };
-    let recorded: Recorded = s.league.lock().expect("league lock").record_person(model, m.bot_side(), result, unix_now());
-    let (state, stored) = (s.clone(), recorded.clone());
-    tokio::task::spawn_blocking(move || state.history.record_match(&stored)).await??;
-    let mut league = s.league.lock().expect("league lock");
-    league.apply(&recorded);
-    s.keep_league_models(&league);
-    let rated = |p: &Player| {
-        let (rating, deviation) = league.rating(p);
-        json!({ "player": p.label(), "rating": rating, "deviation": deviation })
-    };
-    Ok(Some(json!({ "bot": rated(&recorded.a), "you": rated(&recorded.b), "matches": league.matches() })))
+    let (state, side) = (s.clone(), m.bot_side());
+    let counted = tokio::task::spawn_blocking(move || {
+        protocol::count_person(&state.league, model, side, result, |m| state.history.record_match(m), |l| state.keep_league_models(l))
+    })
+    .await??;
+    Ok(Some(json!({ "bot": counted.a, "you": counted.b, "matches": counted.matches })))
 }

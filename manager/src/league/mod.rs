@@ -28,6 +28,12 @@
 //!   change), with the 95 % interval `skillratings` gives (rating +/- 1.96
 //!   deviations). Head to head, the win rate with its 95 % Wilson interval, as the
 //!   evaluation reports it.
+//!
+//! Here: the players, matchmaking and ratings (this file), and [`protocol`], how the
+//! league meets the rest of the manager (a match handed out; a result taken, stored,
+//! applied or put back, the models re-pinned; the league replayed at start).
+
+pub mod protocol;
 
 use rand::Rng;
 use serde::{Deserialize, Serialize};
