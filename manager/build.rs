@@ -10,14 +10,14 @@
 //   `tests/linkage.rs` checks with ldd. A CPU-only libtorch has no libtorch_cuda.so,
 //   and then nothing is added.
 // - With a CUDA libtorch and the CUDA runtime's headers (the `nvidia-*` wheels PyTorch
-//   installs beside it), src/cuda_graph.cpp, the shim over at::cuda::CUDAGraph, is
+//   installs beside it), src/trainer/cuda_graph.cpp, the shim over at::cuda::CUDAGraph, is
 //   compiled as torch-sys compiles its own wrapper, and `cfg(shine_cuda_graph)` turns on
-//   src/cuda_graph.rs. Without them the graph path reports that it was not built.
+//   src/trainer/cuda_graph.rs. Without them the graph path reports that it was not built.
 use std::path::{Path, PathBuf};
 
 fn main() {
     println!("cargo:rerun-if-env-changed=DEP_TCH_LIBTORCH_LIB");
-    println!("cargo:rerun-if-changed=src/cuda_graph.cpp");
+    println!("cargo:rerun-if-changed=src/trainer/cuda_graph.cpp");
     println!("cargo::rustc-check-cfg=cfg(shine_cuda_graph)");
     let Ok(dir) = std::env::var("DEP_TCH_LIBTORCH_LIB") else { return };
     let lib = PathBuf::from(&dir);
@@ -57,7 +57,7 @@ fn compile_shim(torch_lib: &Path, cuda_include: &Path) {
     let abi = std::env::var("LIBTORCH_CXX11_ABI").unwrap_or_else(|_| "1".into());
     cc::Build::new()
         .cpp(true)
-        .file("src/cuda_graph.cpp")
+        .file("src/trainer/cuda_graph.cpp")
         .include(&include)
         .include(include.join("torch/csrc/api/include"))
         .include(cuda_include)

@@ -5,7 +5,7 @@
 //! across the workspace).
 //!
 //! Who uses it: the optimizer's RMSProp pass (`optim`) and the manager's
-//! prioritized sampling (`shine_manager::prioritized`), both of which run plain loops
+//! prioritized sampling (`shine_manager::storage::prioritized`), both of which run plain loops
 //! over tensors on the CPU, where a libtorch op per step would cost more than the work.
 //!
 //! # Safety

@@ -27,8 +27,8 @@ use std::path::{Path, PathBuf};
 const ALLOWED: &[(&str, &str)] = &[
     ("agent/src/hostmem.rs", "CPU tensors as slices (the optimizer, the manager's prioritized sampling); MXCSR; vector-unit dispatch"),
     ("agent/src/model/sgemm.rs", "matrixmultiply's sgemm, behind a bounds-checked function"),
-    ("manager/src/priority.rs", "setpriority: the trainer thread's nice value"),
-    ("manager/src/cuda_graph.rs", "FFI to the CUDA-graph shim (at::cuda::CUDAGraph) that build.rs compiles"),
+    ("manager/src/nice.rs", "setpriority: the trainer thread's nice value"),
+    ("manager/src/trainer/cuda_graph.rs", "FFI to the CUDA-graph shim (at::cuda::CUDAGraph) that build.rs compiles"),
     ("bridge/src/dolphin/sys.rs", "mmap of Dolphin's RAM, atomics on it, mkfifo"),
 ];
 

@@ -20,7 +20,7 @@
 //!    has the learner training flat out on the CPU beside it (`samples_per_insert` = 0).
 //! 2. **Rebuild**: a log of `--rebuild-transitions` (1,000,000) accepted through the
 //!    API, a graceful stop, then a new manager on the same data directory: the time
-//!    from `serve` until it answers `/healthz`, and `shine_manager::wal::recover` alone;
+//!    from `serve` until it answers `/healthz`, and `shine_manager::storage::wal::recover` alone;
 //!    each with the log in the page cache (a restart after a crash) and evicted from it
 //!    first (after a reboot; GNU `dd iflag=nocache`).
 //! 3. **Train steps/s under a hammered full queue**: the rate limiter on
@@ -45,7 +45,7 @@ use shine_agent::{ActionSet, Env, Task};
 use shine_bridge::sim::Sim;
 use shine_bridge::MatchSetup;
 use shine_manager::config::Config;
-use shine_manager::wal::{self, Durability};
+use shine_manager::storage::wal::{self, Durability};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};

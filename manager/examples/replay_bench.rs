@@ -9,9 +9,9 @@ use clap::Parser;
 #[derive(Parser)]
 struct Cli {
     #[command(flatten)]
-    args: shine_manager::bench::BenchArgs,
+    args: shine_manager::trainer::bench::BenchArgs,
 }
 
 fn main() -> anyhow::Result<()> {
-    shine_manager::bench::run(Cli::parse().args)
+    shine_manager::trainer::bench::run(Cli::parse().args)
 }

@@ -14,10 +14,10 @@
 use crate::history::HistoryConfig;
 use crate::league::LeagueConfig;
 use crate::play::PlayConfig;
-use crate::registry::RegistryConfig;
-use crate::replay::ReplayConfig;
+use crate::storage::registry::RegistryConfig;
+use crate::storage::replay::ReplayConfig;
 use crate::trainer::TrainerConfig;
-use crate::wal::WalConfig;
+use crate::storage::wal::WalConfig;
 use anyhow::{bail, Context};
 use clap::Parser;
 use serde::de::DeserializeOwned;
@@ -657,7 +657,7 @@ mod tests {
         on_cpu.runs().unwrap();
         assert_eq!((gpu.game.action_set().unwrap(), gpu.game.task().unwrap()), (ActionSet::Untouchable, Task::Untouchable));
         assert_eq!((gpu.workers.epsilon, gpu.trainer.device.as_str()), (None, "cuda"));
-        assert_eq!((gpu.replay.kind, gpu.replay.sampling), (crate::replay::ReplayKind::Device, crate::replay::Sampling::Uniform));
+        assert_eq!((gpu.replay.kind, gpu.replay.sampling), (crate::storage::replay::ReplayKind::Device, crate::storage::replay::Sampling::Uniform));
         assert_eq!((gpu.dqn.n_step, gpu.dqn.target_sync_every), (learn.dqn.n_step, learn.dqn.target_sync_every), "the learner's targets as learn.toml's");
     }
 

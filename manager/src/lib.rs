@@ -9,24 +9,26 @@
 //!    there); pause and resume; [`run::Runs`] creates and deletes runs; a run's files.
 //! 3. [`device`]: the one thread that owns the training device, its scheduler, the
 //!    messages it takes and each run's handle on it (the queue an upload waits in).
-//! 4. [`trainer`]: one run's learner, a plain struct (no thread, no channel): rate
-//!    limiter, train step, publishing, checkpoints.
-//! 5. [`replay`] (in-GPU replay and the in-RAM baseline) with [`prioritized`];
-//!    [`registry`] (published models on disk); [`checkpoint`]; [`wal`] (the
-//!    write-ahead log of accepted uploads); [`cuda_graph`] (a train step captured and
-//!    replayed as one CUDA graph); and `shine_agent::dqn` (the Dueling DQN).
+//! 4. [`trainer`]: one run's learner, a plain struct (no thread, no channel): its
+//!    config, rate limiter, train step (eager, or as one CUDA graph: `trainer::graph`,
+//!    `trainer::cuda_graph`), publishing, checkpoints; and `trainer::bench` (the
+//!    paper's Table 1 and Figure 3 in one run, and the grouped step's table).
+//! 5. [`storage`]: what the learner keeps: `storage::replay` (in-GPU replay and the
+//!    in-RAM baseline) with `storage::prioritized`; `storage::registry` (published
+//!    models on disk); `storage::checkpoint`; `storage::wal` (the write-ahead log of
+//!    accepted uploads). And `shine_agent::dqn` (the Dueling DQN).
 //!
 //! One upload, top to bottom:
 //! ```text
 //! api::experience   token, content type, the run taking uploads, size; read the body
 //!   run::Run::accept  header; a repeat?; reserve room in the queue (from the header:
 //!                     503 busy before any decompression); decode + validate (blocking
-//!                     pool); wal::Wal::append (durable, group commit); queue it  -> 202
+//!                     pool); storage::wal::Wal::append (durable, group commit); queue it  -> 202
 //!     device::RunHandle  the run's queue, bounded in transitions
 //!       device thread    the run's turn: its queued uploads in (as far as its rate
 //!                        limiter takes them), then one train step if it may
 //!         trainer::RunTrainer::ingest / train_step
-//!           replay::Replay (push; sample [batch, 57] on the device, uniform or by
+//!           storage::replay::Replay (push; sample [batch, 57] on the device, uniform or by
 //!           priority) -> shine_agent::dqn::Learner -> registry (publish every N steps),
 //!           checkpoint (every M steps, on removal, at a graceful stop)
 //! ```
@@ -44,24 +46,18 @@
 //! (Prometheus, with the same words: accepted, inserted, sampled, trained), [`live`]
 //! (live matches fanned out to browsers), [`play`] (a person against a model in the
 //! browser, on the simulator, on a thread of its own), [`launch`] (`shine-manager launch-script`),
-//! [`priority`] (the device thread's scheduling priority: with [`cuda_graph`]'s FFI, the
-//! modules here allowed `unsafe`), [`bench`](mod@bench) (the paper's
-//! Table 1 and Figure 3 in one run).
+//! [`nice`] (the device thread's scheduling priority, its nice value: with
+//! `trainer::cuda_graph`'s FFI, the modules here allowed `unsafe`).
 //!
 //! The JSON messages and the upload format the API speaks are defined once, in
 //! `shine_agent::protocol` and `shine_agent::experience`.
 
 #![deny(unsafe_code)]
 
-pub mod bench;
-pub mod checkpoint;
-pub mod cuda_graph;
 pub mod device;
-pub mod prioritized;
-pub mod priority;
-pub mod replay;
+pub mod nice;
+pub mod storage;
 pub mod trainer;
-pub mod wal;
 
 pub mod api;
 pub mod config;
@@ -73,7 +69,6 @@ pub mod launch;
 pub mod live;
 pub mod play;
 pub mod metrics;
-pub mod registry;
 pub mod run;
 pub mod sampler;
 pub mod server;

@@ -147,7 +147,7 @@ impl Metrics {
     }
 
     /// Bring one run's write-ahead log values up to date.
-    pub fn observe_wal(&self, run: &str, w: &crate::wal::WalStats) {
+    pub fn observe_wal(&self, run: &str, w: &crate::storage::wal::WalStats) {
         use std::sync::atomic::Ordering::Relaxed;
         self.wal_bytes.with_label_values(&[run]).set(w.bytes.load(Relaxed) as i64);
         self.wal_segments.with_label_values(&[run]).set(w.segments.load(Relaxed) as i64);

@@ -128,7 +128,7 @@ async fn models_download_with_etags_and_the_service_reports_itself() {
     assert_eq!(net.meta().action_set, "untouchable");
     assert!(dir.path().join("runs/default/models").read_dir().unwrap().any(|e| e.unwrap().file_name().to_string_lossy().ends_with(".safetensors")));
 
-    assert_eq!(etag, shine_manager::registry::etag_of(&file), "derived from the bytes");
+    assert_eq!(etag, shine_manager::storage::registry::etag_of(&file), "derived from the bytes");
     let r = m.http.get(m.at("/api/v1/models/1")).header("if-none-match", &etag).send().await.unwrap();
     assert_eq!(r.status(), 304);
     assert!(r.bytes().await.unwrap().is_empty());

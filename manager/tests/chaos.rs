@@ -19,7 +19,7 @@ use common::{HANG, TOKEN};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use shine_agent::experience::{self, col, BatchMeta, Expect, TRANSITION_FLOATS};
-use shine_manager::wal::{self, WalMeta};
+use shine_manager::storage::wal::{self, WalMeta};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;

@@ -88,7 +88,7 @@ fn sigterm_stops_cleanly_with_a_final_checkpoint() {
         std::thread::sleep(Duration::from_millis(50));
     };
     assert_eq!(exit.code(), Some(0));
-    assert!(shine_manager::checkpoint::path(&dir.path().join("runs/default")).exists(), "final checkpoint written");
+    assert!(shine_manager::storage::checkpoint::path(&dir.path().join("runs/default")).exists(), "final checkpoint written");
 }
 
 #[test]

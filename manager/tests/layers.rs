@@ -1,7 +1,7 @@
 //! The crates' module graphs, read from the source: no two top-level modules of a
 //! crate import each other, even through others (no import circle), and the manager's
-//! layers are used one way down: `api` -> `run` -> `device` -> `trainer` -> `replay`,
-//! `prioritized`, `registry`, `checkpoint`, `wal` (`manager/src/lib.rs`).
+//! layers are used one way down: `api` -> `run` -> `device` -> `trainer` -> `storage`
+//! (`manager/src/lib.rs`).
 //!
 //! An edge is any `crate::<module>` path in a module's code (imports and inline paths,
 //! tests included; comments are not code), from the top-level module the file belongs
@@ -119,24 +119,24 @@ fn no_crate_has_an_import_circle() {
 fn the_managers_layers_are_used_one_way_down() {
     let g = graph("manager");
     // Lower layers first; a module may use its own layer's and those below.
-    let layers: [&[&str]; 5] = [&["replay", "prioritized", "registry", "checkpoint", "wal", "cuda_graph"], &["trainer"], &["device"], &["run"], &["api"]];
+    let layers: [&[&str]; 5] = [&["storage"], &["trainer"], &["device"], &["run"], &["api"]];
     let layer_of = |m: &str| layers.iter().position(|l| l.contains(&m));
     for (from, tos) in &g {
         let Some(lf) = layer_of(from) else { continue };
         for to in tos {
             if let Some(lt) = layer_of(to) {
-                assert!(lt <= lf, "{from} (layer {lf}) uses {to} (layer {lt}): the layers are api -> run -> device -> trainer -> replay");
+                assert!(lt <= lf, "{from} (layer {lf}) uses {to} (layer {lt}): the layers are api -> run -> device -> trainer -> storage");
             }
         }
     }
     // Below the API nothing knows of HTTP or of the state the handlers share.
-    for m in ["run", "device", "trainer", "replay", "prioritized", "registry", "checkpoint", "wal"] {
+    for m in ["run", "device", "trainer", "storage"] {
         for up in ["api", "state", "error", "server"] {
             assert!(!g[m].contains(up), "{m} uses {up}");
         }
     }
     // And the graph read is the real one: the edges the layers are made of are there.
-    for (from, to) in [("api", "run"), ("run", "device"), ("device", "trainer"), ("trainer", "replay"), ("trainer", "registry")] {
+    for (from, to) in [("api", "run"), ("run", "device"), ("device", "trainer"), ("trainer", "storage")] {
         assert!(g[from].contains(to), "{from} -> {to} not found: {g:?}");
     }
 }

@@ -7,7 +7,7 @@ use super::{run_prefix, Reader, RunRef};
 use crate::config::DEFAULT_RUN;
 use crate::error::{ApiError, ApiResult};
 use crate::league::Player;
-use crate::registry::ModelEntry;
+use crate::storage::registry::ModelEntry;
 use crate::state::AppState;
 use axum::extract::State;
 use crate::run::Run;

@@ -1,5 +1,5 @@
 //! Runs trained as one step: a [`TrainGroup`] is the runs on the device that share a
-//! [`GroupShape`] (network, action set, batch size, optimizer, Double DQN, averaging),
+//! [`GroupShape`](shine_agent::dqn::GroupShape) (network, action set, batch size, optimizer, Double DQN, averaging),
 //! trained by one [`shine_agent::dqn::Group`] step.
 //!
 //! Why: one run's step on a GPU is a chain of about 80 small kernels whose launches,
@@ -22,7 +22,7 @@ use tch::Tensor;
 
 /// A grouped step captured as a CUDA graph, with what it was captured against.
 struct GroupGraph {
-    graph: crate::cuda_graph::CudaGraph,
+    graph: crate::trainer::cuda_graph::CudaGraph,
     /// The step's outputs, in the graph's memory: rewritten by each replay.
     out: GroupOutput,
     /// Each member's replay length when captured: the bounds its draw was recorded with.
@@ -52,7 +52,7 @@ impl TrainGroup {
         let use_graph = trainers.iter().all(|t| t.allows_graph());
         let mut learners: Vec<_> = trainers.iter_mut().map(|t| t.learner_for_group()).collect();
         let group = Group::new(&mut learners)?;
-        let use_graph = use_graph && group.shape().device.is_cuda() && crate::cuda_graph::BUILT;
+        let use_graph = use_graph && group.shape().device.is_cuda() && crate::trainer::cuda_graph::BUILT;
         for t in trainers.iter_mut() {
             t.set_group(Some(names.clone()));
         }
@@ -89,7 +89,7 @@ impl TrainGroup {
         if self.graph.as_ref().is_none_or(|g| g.replay_lens != lens) {
             self.graph = None; // its memory goes back before the new capture takes some
             let tch::Device::Cuda(index) = self.group.shape().device else { bail!("a CUDA graph on {:?}", self.group.shape().device) };
-            let mut graph = crate::cuda_graph::CudaGraph::new()?;
+            let mut graph = crate::trainer::cuda_graph::CudaGraph::new()?;
             let group = &mut self.group;
             let out = graph.capture(index, || -> anyhow::Result<_> {
                 let batch = Self::batch(trainers)?;

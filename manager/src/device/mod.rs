@@ -44,7 +44,7 @@ pub use group::TrainGroup;
 pub use handle::{IngestError, Reservation, RunHandle, RunId};
 pub use scheduler::Scheduler;
 
-use crate::registry::Published;
+use crate::storage::registry::Published;
 use crate::trainer::{Restore, RunSetup, RunTrainer, TrainerConfig, TrainerStats};
 use anyhow::bail;
 use handle::{Msg, Shared};
@@ -85,7 +85,7 @@ impl Device {
         let loop_stop = stop.clone();
         let thread = std::thread::Builder::new().name("shine-trainer".into()).spawn(move || {
             if nice != 0 {
-                match crate::priority::set_current_thread_nice(nice) {
+                match crate::nice::set_current_thread_nice(nice) {
                     Ok(()) => tracing::debug!(nice, "trainer thread priority set"),
                     Err(e) => tracing::info!(
                         nice,
@@ -449,7 +449,7 @@ impl Solo {
     /// replay that does not fit, an unreadable checkpoint or one for another action set.
     pub fn start(
         cfg: TrainerConfig,
-        replay: crate::replay::ReplayConfig,
+        replay: crate::storage::replay::ReplayConfig,
         dqn: DqnConfig,
         actions: ActionSet,
         device: tch::Device,

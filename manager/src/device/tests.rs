@@ -2,8 +2,8 @@
 //! checkpoints, several runs sharing it.
 
 use super::*;
-use crate::checkpoint;
-use crate::replay::{ReplayConfig, ReplayKind};
+use crate::storage::checkpoint;
+use crate::storage::replay::{ReplayConfig, ReplayKind};
 use crate::trainer::tests::{batch, small};
 use shine_agent::model::QNet;
 use std::time::{Duration, Instant};
@@ -131,7 +131,7 @@ fn prioritized_sampling_trains_on_both_replays() {
         let tmp = tempfile::tempdir().unwrap();
         let (t, mut r, d) = small();
         r.kind = kind;
-        r.sampling = crate::replay::Sampling::Prioritized;
+        r.sampling = crate::storage::replay::Sampling::Prioritized;
         let (h, published) = start(t, r, d, tmp.path());
         ingest(&h, batch(200, 0));
         let s = wait_until(&h.handle(), "200 train steps", |s| s.train_steps >= 200 && s.loss.is_finite());
@@ -257,13 +257,13 @@ fn two_runs_train_on_one_device_and_a_paused_or_removed_one_leaves_the_other_alo
     b.set_paused(false);
     wait_until(&b, "run b's 200 steps", |s| s.train_steps == 200);
     device.remove_run(&a).unwrap();
-    assert!(crate::checkpoint::path(&tmp.path().join("a")).exists(), "removal writes the final checkpoint");
+    assert!(crate::storage::checkpoint::path(&tmp.path().join("a")).exists(), "removal writes the final checkpoint");
     assert!(!a.stats().running);
     assert!(a.reserve(1).is_err(), "a removed run takes no upload");
     b.reserve(100).unwrap().ingest(batch(100, 1)).unwrap();
     wait_until(&b, "run b's next 100 steps", |s| s.train_steps == 300);
     device.shutdown().unwrap();
-    assert!(crate::checkpoint::path(&tmp.path().join("b")).exists());
+    assert!(crate::storage::checkpoint::path(&tmp.path().join("b")).exists());
 }
 
 #[test]

@@ -8,7 +8,7 @@ use std::collections::{HashSet, VecDeque};
 /// Bounded (the oldest id is forgotten first). A worker retries within seconds to
 /// minutes, while the window holds the last `dedup_window` uploads (100,000 by default:
 /// hours of a large fleet). A restart refills it from the write-ahead log
-/// ([`crate::wal`]), so a retry of a batch accepted just before a crash is still
+/// ([`crate::storage::wal`]), so a retry of a batch accepted just before a crash is still
 /// recognised after it. An all-zero id means "no id": never treated as a repeat.
 pub struct Dedup {
     cap: usize,

@@ -4,9 +4,9 @@
 //! directories it touched ([`shine_agent::durable::rename`]).
 //!
 //! ```text
-//! <data_dir>/runs/<name>/checkpoint/   the learner (crate::checkpoint)
-//!                        models/       published models (crate::registry)
-//!                        wal/          accepted uploads (crate::wal)
+//! <data_dir>/runs/<name>/checkpoint/   the learner (crate::storage::checkpoint)
+//!                        models/       published models (crate::storage::registry)
+//!                        wal/          accepted uploads (crate::storage::wal)
 //!                        run.toml      the run's [[runs]] entry, for runs created
 //!                                      through the API (declared runs live in the config)
 //!                        state.toml    paused or not, as last set through the API

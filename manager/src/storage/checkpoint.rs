@@ -14,7 +14,7 @@
 //! A crash at any point leaves either the old or the new checkpoint, never half of one.
 //! The replay is not in it (228 MB at the paper's size, rewritten at every
 //! checkpoint): the write-ahead log keeps the uploads instead, and a restart rebuilds
-//! the replay from it (`crate::wal`).
+//! the replay from it (`crate::storage::wal`).
 
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};

@@ -8,11 +8,14 @@
 //!   with prioritized sampling (draw by priority, weighted loss, priority update) on
 //!   each replay, and what it adds to the uniform step.
 //!
-//! Run: `cargo run --release -p shine-manager --example replay_bench -- [flags]`
-//! (or `shine-manager bench`). Results and the machine they came from are in
-//! `docs/benchmarks.md`.
+//! - k runs as one grouped step (`[trainer] grouped`) against their steps in turn; on
+//!   CUDA also the graph step against the eager one, and the kernels of one captured
+//!   step by name.
+//!
+//! Run: `cargo run --release -p shine-manager --example replay_bench -- [flags]`.
+//! Results and the machine they came from are in `docs/benchmarks.md`.
 
-use crate::replay::{DeviceReplay, HostReplay, Replay, ReplayConfig, ReplayKind, Sampling};
+use crate::storage::replay::{DeviceReplay, HostReplay, Replay, ReplayConfig, ReplayKind, Sampling};
 use anyhow::Context;
 use rand::{Rng, SeedableRng};
 use shine_agent::dqn::{DqnConfig, Learner};
@@ -316,7 +319,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
     println!("\n| count | kernel |");
     println!("|---:|---|");
-    for (count, name) in crate::cuda_graph::kernel_counts(&names) {
+    for (count, name) in crate::trainer::cuda_graph::kernel_counts(&names) {
         println!("| {count} | `{name}` |");
     }
     Ok(())
@@ -352,7 +355,7 @@ fn group_step_time(replay: &mut Replay, learners: &mut [Learner], batch: usize, 
     let mut captured = match graph {
         None => None,
         Some(index) => {
-            let mut g = crate::cuda_graph::CudaGraph::new()?;
+            let mut g = crate::trainer::cuda_graph::CudaGraph::new()?;
             let out = g.capture(index, || step(replay, &mut group))??;
             let (_, kernels) = g.count()?;
             Some((g, out, kernels))
@@ -395,7 +398,7 @@ pub fn graph_equals_eager(index: usize, batch: usize) -> anyhow::Result<f64> {
         eager.train_step(b);
         graphed.train_step(b);
     }
-    let mut graph = crate::cuda_graph::CudaGraph::new()?;
+    let mut graph = crate::trainer::cuda_graph::CudaGraph::new()?;
     let out = graph.capture(index, || graphed.device_step(&input, None))?;
     for (i, b) in batches.iter().enumerate().skip(3) {
         let e = eager.train_step(b);
@@ -434,7 +437,7 @@ pub fn group_graph_equals_eager(index: usize, k: usize, batch: usize) -> anyhow:
         let (mut e, mut g): (Vec<&mut Learner>, Vec<&mut Learner>) = (eager.iter_mut().collect(), graphed.iter_mut().collect());
         (shine_agent::dqn::Group::new(&mut e)?, shine_agent::dqn::Group::new(&mut g)?)
     };
-    let mut graph = crate::cuda_graph::CudaGraph::new()?;
+    let mut graph = crate::trainer::cuda_graph::CudaGraph::new()?;
     let mut out = None;
     for (i, b) in batches.iter().enumerate() {
         let moves: Vec<bool> = (0..k).map(|r| r + 1 < k || i % 2 == 0).collect();
@@ -481,7 +484,7 @@ fn graph_kernel_names(replay: &mut Replay, cfg: &DqnConfig, actions: usize, inde
     for _ in 0..3 {
         learner.train_step(&replay.sample(cfg.batch_size, 1.0)?.rows);
     }
-    let mut graph = crate::cuda_graph::CudaGraph::new()?;
+    let mut graph = crate::trainer::cuda_graph::CudaGraph::new()?;
     graph.capture(index, || -> anyhow::Result<_> { Ok(learner.device_step(&replay.sample(cfg.batch_size, 1.0)?.rows, None)) })??;
     Ok(graph.kernel_names(dot)?)
 }
@@ -494,7 +497,7 @@ fn graph_step_time(replay: &mut Replay, learner: &mut Learner, batch: usize, ind
         let s = replay.sample(batch, 1.0)?;
         learner.train_step(&s.rows);
     }
-    let mut graph = crate::cuda_graph::CudaGraph::new()?;
+    let mut graph = crate::trainer::cuda_graph::CudaGraph::new()?;
     let out = graph.capture(index, || -> anyhow::Result<_> { Ok(learner.device_step(&replay.sample(batch, 1.0)?.rows, None)) })??;
     let (_, kernels) = graph.count()?;
     graph.replay()?;
@@ -515,7 +518,7 @@ fn graph_step_time(replay: &mut Replay, learner: &mut Learner, batch: usize, ind
 fn kernel_floor_us(index: usize) -> anyhow::Result<f64> {
     let device = Device::Cuda(index);
     let mut x = tch::Tensor::zeros([1], (tch::Kind::Float, device));
-    let mut graph = crate::cuda_graph::CudaGraph::new()?;
+    let mut graph = crate::trainer::cuda_graph::CudaGraph::new()?;
     graph.capture(index, || {
         for _ in 0..200 {
             let _ = x.g_add_scalar_(1.0);

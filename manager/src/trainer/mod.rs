@@ -26,11 +26,23 @@
 //! `publish_every` steps a new model version goes to `publish`; every
 //! `checkpoint_every` steps (or `checkpoint_every_secs`) a checkpoint is written.
 
-use crate::checkpoint::{self, RunCounters};
-use crate::registry::Published;
-use crate::replay::{NewPriority, Replay, ReplayConfig, ReplayKind, Sampling};
+pub mod bench;
+mod config;
+pub mod cuda_graph;
+mod graph;
+mod limiter;
+
+pub use config::TrainerConfig;
+pub use graph::graph_applies;
+pub(crate) use graph::GRAPH_WARMUP_STEPS;
+use graph::GraphStep;
+pub use limiter::RateLimiter;
+
+use crate::storage::checkpoint::{self, RunCounters};
+use crate::storage::registry::Published;
+use crate::storage::replay::{NewPriority, Replay, ReplayConfig, ReplayKind, Sampling};
 use anyhow::{bail, Context};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use shine_agent::dqn::{DqnConfig, GroupShape, Learner, TrainOutput};
 use shine_agent::experience::{Batch, Expect, TRANSITION_FLOATS};
 use shine_agent::model::{ModelMeta, QNet};
@@ -39,198 +51,9 @@ use std::path::PathBuf;
 use std::time::Instant;
 use tch::Tensor;
 
-/// The `[trainer]` section of `configs/manager.toml`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct TrainerConfig {
-    /// Experiences visible in the replay before the first train step (10,000): the
-    /// first batches would otherwise be drawn from a handful of episodes.
-    pub burn_in: usize,
-    /// Target transitions trained per transition inserted, held from both sides: the
-    /// learner waits when it gets ahead, and uploads wait (503, the workers pause) when
-    /// the fleet gets more than `insert_slack` ahead. 8 is Nature DQN's ratio (a batch
-    /// of 32 every 4 agent steps), which the paper's hyper-parameters were tuned with.
-    /// 0 turns the limiter off. `stats` shows the actual ratio.
-    pub samples_per_insert: f64,
-    /// Transitions the learner may train ahead of the ratio before it waits, so that
-    /// it does not stop and start for every small upload.
-    pub rate_slack: u64,
-    /// Transitions the fleet may insert ahead of the ratio before the trainer stops
-    /// taking uploads until the learner catches up. 0: never stop them (the workers run
-    /// free, the actual ratio falls below the target when they outpace the learner,
-    /// and the replay drops its oldest rows unsampled: Ape-X's choice, for a fleet
-    /// whose data is worth more than its CPU time).
-    pub insert_slack: u64,
-    /// Most transitions queued for the trainer; with the rate limiter on
-    /// (`samples_per_insert` and `insert_slack` above 0) the queue holds at most
-    /// `insert_slack` too. When full, uploads get 503.
-    pub ingest_queue_transitions: u64,
-    /// Publish a new model version every this many train steps (1000).
-    pub publish_every: u64,
-    /// Write a checkpoint every this many train steps (0: not by steps).
-    pub checkpoint_every: u64,
-    /// ...and at least every this many seconds while training (0: not by time), so a
-    /// `kill -9` costs at most that much training.
-    pub checkpoint_every_secs: f64,
-    /// Read loss and mean Q back to the host every this many train steps.
-    pub stats_every: u64,
-    /// Training device: `auto` (CUDA when present), `cpu`, `cuda` or `cuda:N`.
-    pub device: String,
-    /// The trainer thread's nice value, -20 (first) .. 19 (last); 0 leaves it as is.
-    /// -10 by default: the learner gets its core before request handling does
-    /// ([`crate::priority`]). Needs root or `CAP_SYS_NICE`; without, a note in the log.
-    pub nice: i32,
-    /// libtorch's threads for CPU work (0: its default, one per core). 1 by default:
-    /// this network's ops are too small to split well, and a second thread waiting at
-    /// libtorch's barriers while a worker or the HTTP server holds the other core made a
-    /// train step 11 times slower on a 2-core machine (docs/benchmarks.md).
-    pub threads: usize,
-    /// Replay the train step as one CUDA graph (`crate::cuda_graph`): the sample from
-    /// the device replay, forward, backward, clipping and the optimizer's update
-    /// launched with one call instead of a few hundred. Unset: on for a CUDA device
-    /// where it applies (the device replay, uniform sampling, RMSProp), off elsewhere.
-    /// `true` where it cannot apply is an error that says why.
-    pub cuda_graph: Option<bool>,
-    /// Train this run as one step with the other runs on the device that share its
-    /// network shape, action set, batch size, optimizer, Double DQN and averaging
-    /// (`crate::device::group`): their parameters stacked, one set of batched kernels (and on
-    /// CUDA one graph) for all of them, so that k runs on one GPU go nearly k times as
-    /// fast as one. Each keeps its replay, limiter, pause, hyper-parameters,
-    /// checkpoints and models. Unset: on for a CUDA device where it applies (the device
-    /// replay, uniform sampling), off elsewhere (on the CPU a grouped step is no
-    /// faster than its runs' steps in turn). `true` where it cannot apply is an error
-    /// that says why; `true` on the CPU groups there too.
-    pub grouped: Option<bool>,
-}
-
-impl Default for TrainerConfig {
-    fn default() -> Self {
-        TrainerConfig {
-            burn_in: 10_000,
-            samples_per_insert: 8.0,
-            rate_slack: 1024,
-            insert_slack: 20_000,
-            ingest_queue_transitions: 200_000,
-            publish_every: 1000,
-            checkpoint_every: 10_000,
-            checkpoint_every_secs: 60.0,
-            stats_every: 100,
-            device: "auto".into(),
-            nice: -10,
-            threads: 1,
-            cuda_graph: None,
-            grouped: None,
-        }
-    }
-}
-
-impl TrainerConfig {
-    pub fn validate(&self, replay: &ReplayConfig) -> anyhow::Result<()> {
-        if !(self.samples_per_insert.is_finite() && self.samples_per_insert >= 0.0) {
-            bail!("[trainer] samples_per_insert = {} must be >= 0 (0 turns the rate limiter off)", self.samples_per_insert);
-        }
-        if self.burn_in > replay.capacity {
-            bail!("[trainer] burn_in {} is more than [replay] capacity {}: training would never start", self.burn_in, replay.capacity);
-        }
-        if self.queue_capacity() == 0 {
-            bail!("[trainer] ingest_queue_transitions must be at least 1 (it bounds the queue when the rate limiter does not)");
-        }
-        if !(-20..=19).contains(&self.nice) {
-            bail!("[trainer] nice = {} must be in -20..=19 (lower runs first; 0 leaves the priority as is)", self.nice);
-        }
-        if !(self.checkpoint_every_secs.is_finite() && self.checkpoint_every_secs >= 0.0) {
-            bail!("[trainer] checkpoint_every_secs = {} must be >= 0 (0: not by time)", self.checkpoint_every_secs);
-        }
-        if self.publish_every == 0 || self.stats_every == 0 {
-            bail!("[trainer] publish_every and stats_every must be at least 1");
-        }
-        self.device()?;
-        Ok(())
-    }
-
-    /// Transitions the ingest queue holds: `ingest_queue_transitions`, and no more than
-    /// `insert_slack` while the rate limiter holds the fleet back (so a queued upload is
-    /// in the replay within the limiter's window).
-    pub fn queue_capacity(&self) -> u64 {
-        if self.samples_per_insert > 0.0 && self.insert_slack > 0 {
-            self.insert_slack.min(self.ingest_queue_transitions)
-        } else {
-            self.ingest_queue_transitions
-        }
-    }
-
-    /// The configured device; asking for CUDA where there is none is an error.
-    pub fn device(&self) -> anyhow::Result<tch::Device> {
-        let d = self.device.trim();
-        let cuda = |i: usize| {
-            if !tch::Cuda::is_available() {
-                bail!("[trainer] device = {d:?} but CUDA is not available (no GPU, or libtorch_cuda.so not linked); use \"auto\" or \"cpu\"");
-            }
-            let n = tch::Cuda::device_count() as usize;
-            if i >= n {
-                bail!("[trainer] device = {d:?} but there are {n} CUDA devices");
-            }
-            Ok(tch::Device::Cuda(i))
-        };
-        match d {
-            "auto" => Ok(tch::Device::cuda_if_available()),
-            "cpu" => Ok(tch::Device::Cpu),
-            "cuda" => cuda(0),
-            _ => match d.strip_prefix("cuda:").and_then(|i| i.parse().ok()) {
-                Some(i) => cuda(i),
-                None => bail!("[trainer] device = {d:?}: expected auto, cpu, cuda or cuda:N"),
-            },
-        }
-    }
-}
-
 /// What `experience::decode` must check for this trainer.
 pub fn wire_expect(dqn: &DqnConfig, actions: ActionSet) -> Expect {
     Expect { actions: actions.len(), n_step: dqn.n_step }
-}
-
-/// Keeps transitions trained per transition inserted near a target, from both sides
-/// (Reverb's `SampleToInsertRatio`): [`RateLimiter::allows`] holds the learner back,
-/// [`RateLimiter::takes_inserts`] the inserts.
-#[derive(Debug, Clone)]
-pub struct RateLimiter {
-    samples_per_insert: f64,
-    slack: u64,
-    insert_slack: u64,
-    inserted: u64,
-    sampled: u64,
-}
-
-impl RateLimiter {
-    pub fn new(samples_per_insert: f64, slack: u64, insert_slack: u64) -> Self {
-        RateLimiter { samples_per_insert, slack, insert_slack, inserted: 0, sampled: 0 }
-    }
-    pub fn inserted(&mut self, n: u64) {
-        self.inserted += n;
-    }
-    pub fn sampled(&mut self, n: u64) {
-        self.sampled += n;
-    }
-    /// Whether a batch of `batch` may be trained now without going over budget.
-    pub fn allows(&self, batch: u64) -> bool {
-        self.samples_per_insert == 0.0 || (self.sampled + batch) as f64 <= self.samples_per_insert * self.inserted as f64 + self.slack as f64
-    }
-    /// Whether more transitions may go in: false once the inserts are more than
-    /// `insert_slack` transitions ahead of what the learner has trained at the target
-    /// ratio. Only asked once training has started, so the learner can always catch up
-    /// (then [`RateLimiter::allows`] is true) and the two sides never wait on each other.
-    pub fn takes_inserts(&self) -> bool {
-        let spi = self.samples_per_insert;
-        spi == 0.0 || self.insert_slack == 0 || spi * self.inserted as f64 <= self.sampled as f64 + spi * self.insert_slack as f64
-    }
-    /// The ratio so far (0 before anything was inserted).
-    pub fn actual(&self) -> f64 {
-        if self.inserted == 0 {
-            0.0
-        } else {
-            self.sampled as f64 / self.inserted as f64
-        }
-    }
 }
 
 /// Live numbers for the dashboard, `/api/v1/stats` and `/metrics`.
@@ -317,26 +140,6 @@ fn model_meta(actions: ActionSet, side: Side, version: u64, train_step: u64) -> 
     m
 }
 
-/// Whether the train step can be one CUDA graph, or why not ([`TrainerConfig::cuda_graph`]).
-pub fn graph_applies(device: tch::Device, replay: &ReplayConfig, dqn: &DqnConfig) -> Result<(), String> {
-    if !device.is_cuda() {
-        return Err(format!("it needs a CUDA device (the device is {device:?})"));
-    }
-    if !crate::cuda_graph::BUILT {
-        return Err("this build of shine-manager has no CUDA graph support (its PyTorch had no CUDA headers at build time)".into());
-    }
-    if replay.kind != ReplayKind::Device {
-        return Err("it needs the device replay ([replay] kind = \"device\"): the in-RAM replay samples on the host".into());
-    }
-    if replay.sampling != Sampling::Uniform {
-        return Err("prioritized sampling is not captured yet (its importance weights follow a host schedule): use [replay] sampling = \"uniform\"".into());
-    }
-    if dqn.optimizer != shine_agent::dqn::OptimizerKind::Rmsprop {
-        return Err("Adam's bias correction is a host number that changes every step: use [dqn] optimizer = \"rmsprop\"".into());
-    }
-    Ok(())
-}
-
 /// Whether the run can train in a group ([`TrainerConfig::grouped`]), or why not.
 pub fn group_applies(replay: &ReplayConfig) -> Result<(), String> {
     if replay.kind != ReplayKind::Device {
@@ -347,20 +150,6 @@ pub fn group_applies(replay: &ReplayConfig) -> Result<(), String> {
     }
     Ok(())
 }
-
-/// A train step captured as a CUDA graph, with what it reads that a replay cannot
-/// change.
-struct GraphStep {
-    graph: crate::cuda_graph::CudaGraph,
-    /// The step's outputs, in the graph's memory: rewritten by each replay.
-    out: shine_agent::dqn::TrainOutput,
-    /// The replay's length when captured: the bound `randint` was recorded with.
-    replay_len: usize,
-}
-
-/// Eager steps before the first capture: libtorch and cuBLAS set themselves up on the
-/// first steps (PyTorch's `torch.cuda.graph` warms up likewise). A group's graph too.
-pub(crate) const GRAPH_WARMUP_STEPS: u64 = 3;
 
 /// One run's learner, replay, rate limiter and counters; owned by the device thread.
 pub struct RunTrainer {
@@ -717,36 +506,6 @@ impl RunTrainer {
         Ok(read_back || publish)
     }
 
-    /// One step as a replay of the captured graph: sample and update, launched at once.
-    /// (Re)captured first when there is none yet, or when the replay's length changed
-    /// since (a block was written while it filled: the draw's bound is recorded in the
-    /// graph); once the ring is full it never changes.
-    fn graph_step(&mut self) -> anyhow::Result<TrainOutput> {
-        let len = self.replay.len();
-        if self.graph.as_ref().is_none_or(|g| g.replay_len != len) {
-            self.graph = None; // its memory goes back before the new capture takes some
-            let tch::Device::Cuda(index) = self.learner.device() else { bail!("a CUDA graph on {:?}", self.learner.device()) };
-            let batch_size = self.learner.config().batch_size;
-            let mut graph = crate::cuda_graph::CudaGraph::new()?;
-            let (replay, learner) = (&mut self.replay, &mut self.learner);
-            let out = graph.capture(index, || -> anyhow::Result<_> {
-                let sampled = replay.sample(batch_size, 1.0)?;
-                Ok(learner.device_step(&sampled.rows, None))
-            })??;
-            self.graph = Some(GraphStep { graph, out, replay_len: len });
-        }
-        let g = self.graph.as_mut().expect("captured above");
-        g.graph.replay()?;
-        self.learner.finish_step();
-        let o = &g.out;
-        Ok(TrainOutput {
-            loss: o.loss.shallow_clone(),
-            mean_q: o.mean_q.shallow_clone(),
-            grad_norm: o.grad_norm.shallow_clone(),
-            td_abs: None,
-        })
-    }
-
     fn publish(&mut self) -> anyhow::Result<()> {
         let version = self.counters.model_version + 1;
         let step = self.learner.step;
@@ -957,45 +716,3 @@ pub(crate) mod tests {
     }
 }
 
-/// A run's trainer replaying its step as a CUDA graph, on a real GPU: `scripts/gpu-check.sh
-/// --tests BIN` runs these (the library's test binary, `--ignored graph_tests`); without a
-/// GPU they are ignored. (The graph step's equality with the eager one is `bench`'s check,
-/// which replay_bench runs.)
-#[cfg(test)]
-mod graph_tests {
-    use super::tests::{batch, setup_in, small};
-    use super::*;
-
-    fn cuda() -> tch::Device {
-        assert!(tch::Cuda::is_available(), "these tests need a CUDA device (scripts/gpu-check.sh)");
-        tch::Device::Cuda(0)
-    }
-
-    #[test]
-    #[ignore = "needs a CUDA device: scripts/gpu-check.sh runs it"]
-    fn a_run_on_cuda_trains_by_graph_replays_and_recaptures_as_the_replay_grows() {
-        let device = cuda();
-        let tmp = tempfile::tempdir().unwrap();
-        let (mut t, mut r, d) = small();
-        t.device = "cuda".into();
-        t.samples_per_insert = 0.0;
-        r.update_size = 50;
-        let mut run = RunTrainer::build(setup_in(tmp.path(), (t, r, d)), device, Box::new(|_| {})).unwrap();
-        assert!(run.use_graph, "on by default on CUDA with the device replay, uniform, RMSProp");
-        run.ingest(batch(150, 0)).unwrap();
-        for _ in 0..20 {
-            run.train_step().unwrap();
-        }
-        let first = run.graph.as_ref().expect("captured after the warm-up").replay_len;
-        assert_eq!(first, 150);
-        run.ingest(batch(50, 1)).unwrap();
-        for _ in 0..20 {
-            run.train_step().unwrap();
-        }
-        assert_eq!(run.graph.as_ref().unwrap().replay_len, 200, "re-captured for the longer replay");
-        run.count_steps();
-        assert_eq!(run.stats().train_steps, 40);
-        let loss = f64::try_from(&run.graph.as_ref().unwrap().out.loss).unwrap();
-        assert!(loss.is_finite(), "{loss}");
-    }
-}

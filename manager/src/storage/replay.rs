@@ -1,6 +1,6 @@
 //! The experience replay: a FIFO ring of `capacity` transitions (57 f32 each, the
 //! wire layout of [`shine_agent::experience`]) sampled with replacement, uniformly or
-//! by priority ([`Sampling`]; the priorities are [`crate::prioritized`]'s).
+//! by priority ([`Sampling`]; the priorities are [`crate::storage::prioritized`]'s).
 //!
 //! Two implementations behind one [`Replay`] enum, chosen by [`ReplayConfig::kind`]:
 //!
@@ -22,7 +22,7 @@
 //! a tensor in RAM. [`Replay::len`] counts only the rows sampling can see: with the
 //! device replay, rows still staged on the host are not yet part of it.
 
-use crate::prioritized::{Drawn, Priorities};
+use crate::storage::prioritized::{Drawn, Priorities};
 use serde::{Deserialize, Serialize};
 use shine_agent::experience::TRANSITION_FLOATS;
 use tch::{Device, Kind, Tensor};

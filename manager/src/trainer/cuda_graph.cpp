@@ -1,7 +1,7 @@
 // A CUDA graph of libtorch work, for Rust: tch 0.24 does not expose
 // at::cuda::CUDAGraph, so this small shim does (compiled by manager/build.rs against
 // the installed PyTorch's headers, as torch-sys compiles its own wrapper). The Rust
-// side is manager/src/cuda_graph.rs; read it first.
+// side is manager/src/trainer/cuda_graph.rs; read it first.
 //
 // Capture happens on a side stream (CUDA cannot capture the legacy default stream),
 // made current for the calling thread between begin and end, so every libtorch op the
