@@ -79,7 +79,7 @@ rust_tests() {
 # real time: processes starting, matches at 60 fps, timeouts), each lane's output in a
 # log of its own, printed whole once both are done, the lanes about equally long. Two
 # cargo runs on purpose (above).
-step "building the tests and binaries: bridge, agent (with tch), manager"
+step "building the tests and binaries: bridge, agent (with tch), manager, the workspace's checks"
 cargo test --no-run --workspace --exclude shine-worker
 cargo build --workspace --exclude shine-worker --bins --examples
 step "building the tests and binaries: worker (without libtorch)"
@@ -91,7 +91,7 @@ lane_logs=$(mktemp -d)
 lane_a() {
     step "tests: the Slippi adapter (python/shine_bot)"
     "$SHINE_PYTHON" -m unittest discover -s python/tests
-    step "tests: bridge, agent (with tch), manager"
+    step "tests: bridge, agent (with tch), manager, the workspace's checks"
     rust_tests "--workspace --exclude shine-worker" 1 "$@"
 
     step "tests: the GPU scripts in their CPU form (a GPU machine runs them for real)"

@@ -1,7 +1,7 @@
 //! Host memory (feature `torch`): a CPU tensor's elements as a Rust slice, and loops
 //! over such slices at the CPU's full speed. One of the two modules of `shine-agent`
 //! allowed `unsafe`, with `model::sgemm` (every crate root says
-//! `#![deny(unsafe_code)]`; `src/unsafe_audit.rs` lists the few modules that lift it,
+//! `#![deny(unsafe_code)]`; `checks/tests/unsafe_audit.rs` lists the few modules that lift it,
 //! across the workspace).
 //!
 //! Who uses it: the optimizer's RMSProp pass (`optim`) and the manager's

@@ -37,8 +37,8 @@
 //!   the optimizer and the manager's prioritized sampling.
 //!
 //! `unsafe` is denied in the whole crate except two modules that allow it, each with a
-//! `# Safety` section: `hostmem` and `model::sgemm`. The test in `src/unsafe_audit.rs`
-//! holds every crate of the workspace to its list of such modules.
+//! `# Safety` section: `hostmem` and `model::sgemm`. The workspace's checks
+//! (`checks/tests/unsafe_audit.rs`) hold every crate to their list of such modules.
 
 #![deny(unsafe_code)]
 
@@ -62,8 +62,6 @@ pub mod hostmem;
 mod optim;
 #[cfg(feature = "shutdown")]
 pub mod shutdown;
-#[cfg(test)]
-mod unsafe_audit;
 
 pub use actions::ActionSet;
 pub use env::Env;

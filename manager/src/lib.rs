@@ -1,6 +1,6 @@
 //! `shine-manager`: the learner service.
 //!
-//! Five layers, each calling only the ones below it (`tests/layers.rs` holds them to it):
+//! Five layers, each calling only the ones below it (`checks/tests/layers.rs` holds them to it):
 //!
 //! 1. [`api`]: HTTP only. Extract, call the run layer, map its errors ([`error`]); a
 //!    handler never decides anything about a run.

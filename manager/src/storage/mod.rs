@@ -1,4 +1,4 @@
-//! What the learner keeps, the manager's bottom layer (`tests/layers.rs`): nothing here
+//! What the learner keeps, the manager's bottom layer (`checks/tests/layers.rs`): nothing here
 //! uses the layers above.
 //!
 //! - [`replay`]: the replay, on the training device (the paper's in-GPU replay) or in

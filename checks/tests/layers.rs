@@ -1,45 +1,20 @@
-//! The crates' module graphs, read from the source: no two top-level modules of a
-//! crate import each other, even through others (no import circle), and the manager's
-//! layers are used one way down: `api` -> `run` -> `device` -> `trainer` -> `storage`
-//! (`manager/src/lib.rs`).
+//! The crates' module graphs, read from the source (`shine_checks::sources`): no two
+//! top-level modules of a crate import each other, even through others (no import
+//! circle), and the manager's layers are used one way down: `api` -> `run` -> `device`
+//! -> `trainer` -> `storage` (`manager/src/lib.rs`).
 //!
 //! An edge is any `crate::<module>` path in a module's code (imports and inline paths,
-//! tests included; comments are not code), from the top-level module the file belongs
-//! to. Paths inside one top-level module (its own submodules, `super::`) are not edges.
+//! tests included; comments and string literals are not code), from the top-level
+//! module the file belongs to. Paths inside one top-level module (its own submodules,
+//! `super::`) are not edges.
 
+use shine_checks::{code_only, sources};
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
-
-const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
-
-/// Every `.rs` file under `dir`.
-fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            sources(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-}
-
-/// The top-level module a source file belongs to (`None` for the crate root and the
-/// binaries' roots).
-fn top_module(src: &Path, file: &Path) -> Option<String> {
-    let rel = file.strip_prefix(src).unwrap();
-    let first = rel.components().next()?.as_os_str().to_string_lossy().into_owned();
-    match first.as_str() {
-        "lib.rs" | "main.rs" | "bin" => None,
-        _ => Some(first.trim_end_matches(".rs").to_string()),
-    }
-}
 
 /// The top-level modules `code` names through `crate::`.
 fn named(code: &str) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     for line in code.lines() {
-        let line = line.split("//").next().unwrap_or("");
         let mut rest = line;
         while let Some(i) = rest.find("crate::") {
             let after = &rest[i + "crate::".len()..];
@@ -62,19 +37,16 @@ fn named(code: &str) -> BTreeSet<String> {
     out
 }
 
-/// `crate`'s module graph: top-level module -> the top-level modules it names.
+/// `krate`'s module graph: top-level module -> the top-level modules it names.
 fn graph(krate: &str) -> BTreeMap<String, BTreeSet<String>> {
-    let src = Path::new(ROOT).join(krate).join("src");
-    let mut files = vec![];
-    sources(&src, &mut files);
-    let tops: BTreeSet<String> = files.iter().filter_map(|f| top_module(&src, f)).collect();
+    let files: Vec<_> = sources().into_iter().filter(|f| f.member == krate).collect();
+    let tops: BTreeSet<String> = files.iter().filter_map(|f| f.top_module().map(str::to_string)).collect();
     let mut g: BTreeMap<String, BTreeSet<String>> = tops.iter().map(|t| (t.clone(), BTreeSet::new())).collect();
     for f in &files {
-        let Some(from) = top_module(&src, f) else { continue };
-        let code = std::fs::read_to_string(f).unwrap();
-        for to in named(&code) {
+        let Some(from) = f.top_module() else { continue };
+        for to in named(&code_only(&f.text)) {
             if to != from && tops.contains(&to) {
-                g.get_mut(&from).unwrap().insert(to);
+                g.get_mut(from).unwrap().insert(to);
             }
         }
     }
