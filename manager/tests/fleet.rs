@@ -683,7 +683,7 @@ async fn workers_launched_from_the_fleet_files_register_heartbeat_and_are_droppe
     // Stopping (systemctl stop, pod deletion, docker stop: SIGTERM) ends each cleanly,
     // by itself. (That its own limits on a stop fit in the unit's TimeoutStopSec, after
     // which systemd would kill it, is checked against the numbers, not this machine's
-    // speed: worker/src/run.rs, a_stop_fits_in_the_units_stop_timeout.)
+    // speed: worker/src/run/mod.rs, a_stop_fits_in_the_units_stop_timeout.)
     for w in [&mut vm, &mut pod, &mut ctr] {
         w.signal("TERM");
         let status = w.wait(HANG).await;

@@ -19,9 +19,9 @@ use common::{actor_config, model};
 use shine_bridge::dolphin::{Dolphin, DolphinConfig};
 use shine_bridge::sim::Sim;
 use shine_bridge::{Emulator, MatchSetup};
-use shine_worker::actor::{ActorConfig, Model};
-use shine_worker::shared::ActorCounters;
-use shine_worker::tuner::TunerConfig;
+use shine_worker::pipeline::actor::{ActorConfig, Model};
+use shine_worker::pipeline::shared::ActorCounters;
+use shine_worker::pipeline::tuner::TunerConfig;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
@@ -35,7 +35,7 @@ struct Outcome {
 /// Run the actor with `make` for `warm` then `measure`; the measured part's figures.
 fn run<E, F>(envs: Option<usize>, make: F, warm: Duration, measure: Duration) -> Outcome
 where
-    E: Emulator + shine_worker::duel::Seats,
+    E: Emulator + shine_worker::games::duel::Seats,
     F: Fn(usize) -> anyhow::Result<E> + Send + Sync + 'static,
 {
     let cfg = ActorConfig {
@@ -64,7 +64,7 @@ fn envs_is_auto(c: &ActorCounters) -> bool {
 
 fn table<E, F>(name: &str, secs: u64, make: impl Fn() -> F)
 where
-    E: Emulator + shine_worker::duel::Seats,
+    E: Emulator + shine_worker::games::duel::Seats,
     F: Fn(usize) -> anyhow::Result<E> + Send + Sync + 'static,
 {
     let s = Duration::from_secs(secs);

@@ -4,7 +4,8 @@
 #![deny(unsafe_code)]
 
 use clap::{Parser, Subcommand};
-use shine_worker::{doctor, play, run, settings};
+use shine_worker::run::settings;
+use shine_worker::{doctor, play, run};
 use std::io::IsTerminal;
 
 #[derive(Parser)]

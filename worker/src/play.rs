@@ -10,8 +10,8 @@
 //! seed `seed + i`, so a run is reproducible and two policies can be compared on the
 //! very same matches.
 
-use crate::backend::{Backend, DolphinSetup};
-use crate::duel::{Duel, DolphinDuel, Opponent};
+use crate::games::backend::{Backend, DolphinSetup};
+use crate::games::duel::{Duel, DolphinDuel, Opponent};
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use rand::SeedableRng;
@@ -182,7 +182,7 @@ pub struct PlayArgs {
     /// With --human-port: the person's controller as Dolphin names it in GCPadNew.ini's
     /// `Device =` (e.g. "evdev/0/Xbox Wireless Controller"), or "adapter" for
     /// Nintendo's GameCube controller adapter, which needs no mapping.
-    #[arg(long, requires = "human_port", default_value = crate::versus::ADAPTER)]
+    #[arg(long, requires = "human_port", default_value = crate::games::versus::ADAPTER)]
     pub human_device: String,
     /// With --human-port and a standard pad: a Dolphin GCPad profile holding its button
     /// mapping (Dolphin saves them as Config/Profiles/GCPad/NAME.ini); its Device is
@@ -666,7 +666,7 @@ pub fn eval(args: EvalArgs) -> anyhow::Result<()> {
 
 // ---- The Dolphin backend (docs/dolphin.md) -------------------------------------------
 
-/// `play --human-port`: the checks, then [`crate::versus`].
+/// `play --human-port`: the checks, then [`crate::games::versus`].
 fn play_against_person(spec: &PolicySpec, args: &PlayArgs, task: Task, human_port: u8, bot_cpu: bool) -> anyhow::Result<()> {
     if args.backend != Backend::Dolphin {
         bail!("--human-port plays against a person in Dolphin: add --backend dolphin --iso PATH (the simulator has no controller for you)");
@@ -674,12 +674,12 @@ fn play_against_person(spec: &PolicySpec, args: &PlayArgs, task: Task, human_por
     if bot_cpu {
         bail!("--policy cpu runs on the simulator only; against a person, pass --model FILE (or a built-in policy)");
     }
-    let setup = crate::versus::ports(human_port, args.bot_port)?;
-    let pad = crate::versus::human_pad(&args.human_device, args.human_profile.as_deref())?;
+    let setup = crate::games::versus::ports(human_port, args.bot_port)?;
+    let pad = crate::games::versus::human_pad(&args.human_device, args.human_profile.as_deref())?;
     let dolphin = DolphinSetup::check(args.iso.as_deref(), args.dolphin.as_deref())?;
     let set = spec.action_set(task)?;
     let mut policy = spec.build(set, 0.0);
-    let results = crate::versus::play_against_person(&dolphin, setup, pad, policy.as_mut(), set, args.episodes, args.seed)?;
+    let results = crate::games::versus::play_against_person(&dolphin, setup, pad, policy.as_mut(), set, args.episodes, args.seed)?;
     let won = results.iter().filter(|r| r.bot_stocks > r.person_stocks).count();
     println!("the bot won {won} of {} matches against you", results.len());
     Ok(())

@@ -10,9 +10,9 @@ use shine_agent::model::{QNet, Scratch};
 use shine_agent::protocol::EpisodeReport;
 use shine_agent::STATE_DIM;
 use shine_bridge::MatchSetup;
-use shine_worker::actor::{ActorConfig, Model};
-use shine_worker::batcher::RawBatch;
-use shine_worker::shared::ActorCounters;
+use shine_worker::pipeline::actor::{ActorConfig, Model};
+use shine_worker::pipeline::batcher::RawBatch;
+use shine_worker::pipeline::shared::ActorCounters;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
@@ -183,8 +183,8 @@ fn fight_model(side: shine_agent::Side, version: u64, seed: u64) -> QNet {
 #[test]
 fn self_play_hands_over_each_sides_transitions_with_its_own_rewards() {
     use shine_agent::{ActionSet, Side, Task};
-    use shine_worker::duel::Duel;
-    use shine_worker::selfplay::Pool;
+    use shine_worker::games::duel::Duel;
+    use shine_worker::pipeline::selfplay::Pool;
     let cfg = ActorConfig {
         task: Task::Fight,
         actions: ActionSet::Fight,

@@ -281,7 +281,7 @@ fn against_a_person_the_state_is_the_bots_point_of_view_whichever_port_it_has() 
     let dir = tempfile::tempdir().unwrap();
     let scenario = dir.path().join("melee.scenario");
     std::fs::write(&scenario, "seed = 31\nhuman_character = Marth\nhuman_level = 6\n").unwrap();
-    let dolphin = shine_worker::backend::DolphinSetup::check(Some(&scenario), Some(&peer)).unwrap();
+    let dolphin = shine_worker::games::backend::DolphinSetup::check(Some(&scenario), Some(&peer)).unwrap();
     for (bot, person) in [(0usize, 1usize), (1, 0)] {
         let setup = MatchSetup { agent_port: bot, opponent_port: person, cpu_level: 6, ..MatchSetup::default() };
         let mut emu = dolphin.launch_against_person(setup, shine_bridge::dolphin::HumanPad::Adapter).unwrap();

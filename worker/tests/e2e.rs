@@ -132,7 +132,7 @@ fn the_rate_limiter_paces_the_worker_to_the_learner_and_loses_nothing() {
     // The actor paused: when it stopped, no more batches waited than the spool's pause
     // threshold, the one the spooler held, the hand-over channel and the actor's last
     // partial batch (with a hand-over channel of 64 it played on for 20 more).
-    let waiting = shine_worker::uploader::BACKLOG_PAUSE + 1 + shine_worker::run::HANDOVER_BATCHES as u64 + 1;
+    let waiting = shine_worker::pipeline::uploader::BACKLOG_PAUSE + 1 + shine_worker::run::HANDOVER_BATCHES as u64 + 1;
     assert!(u(&stats, "spooled_batches") <= waiting, "the worker played on while the manager was busy: {stats}");
     // Nothing lost: what the manager has not taken yet (the learner needs 4 steps per
     // transition, and the shutdown flush stops after 15 s) stays spooled on disk.

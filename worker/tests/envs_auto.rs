@@ -8,9 +8,9 @@ mod common;
 use common::harness::{Harness, Output};
 use common::{actor_config, model, Scripted, HANG};
 use shine_bridge::{Emulator, MatchSetup, Pad, RamView};
-use shine_worker::actor::{ActorConfig, Model};
-use shine_worker::shared::ActorCounters;
-use shine_worker::tuner::TunerConfig;
+use shine_worker::pipeline::actor::{ActorConfig, Model};
+use shine_worker::pipeline::shared::ActorCounters;
+use shine_worker::pipeline::tuner::TunerConfig;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -34,7 +34,7 @@ impl Drop for Slow {
 }
 
 /// No seat for a policy on the other side (self-play is the simulator's).
-impl shine_worker::duel::Seats for Slow {}
+impl shine_worker::games::duel::Seats for Slow {}
 
 impl Emulator for Slow {
     type Error = std::convert::Infallible;

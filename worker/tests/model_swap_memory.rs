@@ -13,7 +13,7 @@ use common::harness::{Harness, Output};
 use common::{actor_config, model_bytes, wait_until, Scripted};
 use shine_agent::model::QNet;
 use shine_bridge::MatchSetup;
-use shine_worker::actor::Model;
+use shine_worker::pipeline::actor::Model;
 use std::sync::atomic::Ordering::Relaxed;
 
 fn rss_kib() -> u64 {
@@ -39,7 +39,7 @@ fn memory_stays_flat_over_150_model_swaps() {
     for v in 1..=WARMUP + SWAPS {
         let bytes = files[v as usize % 2].clone();
         // As the worker's model poll does: into a network the actor handed back.
-        let model = rt.block_on(shine_worker::control::load_model_into(actor.spares.try_recv().ok(), bytes, None)).unwrap();
+        let model = rt.block_on(shine_worker::run::control::load_model_into(actor.spares.try_recv().ok(), bytes, None)).unwrap();
         if v > WARMUP {
             buffers.insert(model.net.weights_addr());
         }

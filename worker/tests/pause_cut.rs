@@ -11,7 +11,7 @@ use common::harness::{Harness, Output};
 use common::{actor_config, model, HANG};
 use shine_bridge::dolphin::{Dolphin, DolphinConfig};
 use shine_bridge::MatchSetup;
-use shine_worker::actor::{ActorConfig, Model};
+use shine_worker::pipeline::actor::{ActorConfig, Model};
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 

@@ -11,11 +11,11 @@
 use shine_agent::model::QNet;
 use shine_agent::protocol::EpisodeReport;
 use shine_bridge::Emulator;
-use shine_worker::actor::{run_actor, ActorConfig, ActorIo, Model, RivalIo};
-use shine_worker::duel::Seats;
-use shine_worker::selfplay::Pool;
-use shine_worker::batcher::RawBatch;
-use shine_worker::shared::ActorCounters;
+use shine_worker::pipeline::actor::{run_actor, ActorConfig, ActorIo, Model, RivalIo};
+use shine_worker::games::duel::Seats;
+use shine_worker::pipeline::selfplay::Pool;
+use shine_worker::pipeline::batcher::RawBatch;
+use shine_worker::pipeline::shared::ActorCounters;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use tokio::sync::mpsc::{Receiver, Sender};

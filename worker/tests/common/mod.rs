@@ -15,7 +15,7 @@ use shine_agent::{ActionSet, Task};
 use shine_bridge::melee::action;
 use shine_bridge::ram::{addr, fighter, static_block, static_player, RamImage, SIM_FIGHTER_DATA};
 use shine_bridge::{Emulator, MatchSetup, Pad, RamView};
-use shine_worker::actor::ActorConfig;
+use shine_worker::pipeline::actor::ActorConfig;
 
 /// The limit of a wait for something that must happen (the actor's count reached):
 /// long enough that only a hang reaches it, on any machine (as `procs::HANG`).
@@ -86,7 +86,7 @@ impl Scripted {
 }
 
 /// No seat for a policy on the other side (self-play is the simulator's).
-impl shine_worker::duel::Seats for Scripted {}
+impl shine_worker::games::duel::Seats for Scripted {}
 
 impl Emulator for Scripted {
     type Error = std::convert::Infallible;

@@ -3,8 +3,8 @@
 //! the other; [`Settings::resolve`] layers them (flags and environment variables, then
 //! the file, then defaults) into the values `run` uses.
 
-use crate::backend::Backend;
-use crate::spool::SpoolLimits;
+use crate::games::backend::Backend;
+use crate::pipeline::spool::SpoolLimits;
 use anyhow::{bail, Context};
 use clap::Args;
 use rand::Rng;
@@ -61,7 +61,7 @@ pub struct RunArgs {
     pub config: Option<PathBuf>,
 }
 
-/// `--envs`: a fixed count, or `auto` ([`crate::tuner`]).
+/// `--envs`: a fixed count, or `auto` ([`crate::pipeline::tuner`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Envs {
     Fixed(usize),

@@ -7,7 +7,7 @@
 //! The loop ends when the actor drops its command sender (shutdown).
 //!
 //! **Self-play.** A reset may seat a rival model on the other side ([`Rival`]; the
-//! simulator's [`crate::duel::Duel`]); each step then also answers with the rival's
+//! simulator's [`crate::games::duel::Duel`]); each step then also answers with the rival's
 //! transitions, which the actor sends to the opponent's run.
 //!
 //! **A pause cuts the episode.** An emulator that runs on while the bot does not decide
@@ -18,8 +18,8 @@
 //! state the bot decided on. The simulator holds still while nobody steps it, so it is
 //! never cut.
 
-use crate::duel::{Opponent, SeatMove, Seats};
-use crate::live::{LiveDecision, LiveTap, Pacer};
+use crate::games::duel::{Opponent, SeatMove, Seats};
+use crate::pipeline::live::{LiveDecision, LiveTap, Pacer};
 use shine_agent::env::Step;
 use shine_agent::model::QNet;
 use shine_agent::policy::EpsilonGreedy;

@@ -2,8 +2,8 @@
 //! size or age, handed over on a bounded channel (which is how a busy manager pauses
 //! the actor).
 
-use crate::nstep::Row;
-use crate::shared::ActorCounters;
+use crate::pipeline::nstep::Row;
+use crate::pipeline::shared::ActorCounters;
 use shine_agent::experience::TRANSITION_FLOATS;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -102,7 +102,7 @@ impl Batcher {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::nstep::transition_row;
+    use crate::pipeline::nstep::transition_row;
     use shine_agent::STATE_DIM;
 
     fn st(v: f32) -> [f32; STATE_DIM] {

@@ -14,7 +14,7 @@
 //! the two have (`agent::state`). Ctrl-C stops it at any point (Dolphin, in the
 //! terminal's process group, gets it too).
 
-use crate::backend::DolphinSetup;
+use crate::games::backend::DolphinSetup;
 use anyhow::{bail, Context};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;

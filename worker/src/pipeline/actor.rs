@@ -18,7 +18,7 @@
 //! CPU level, exploration) comes from its own RNG stream, so an environment's
 //! episodes depend on the seed and the model, not on which envs shared a batch.
 //!
-//! While a browser watches the worker ([`crate::live`]), environment 0 plays at the
+//! While a browser watches the worker ([`crate::pipeline::live`]), environment 0 plays at the
 //! game's real pace and records every frame with the decision behind it (the chosen
 //! action and all its Q-values); the other environments are untouched.
 //!
@@ -27,14 +27,14 @@
 //! which loads the next model file into its buffers, so a long run allocates no new
 //! weights however many models it sees (`tests/model_swap_memory.rs` measures it).
 
-use crate::batcher::{Batcher, RawBatch};
-use crate::duel::Seats;
-use crate::envs::{env_thread, Cmd, Game, Reply};
-use crate::live::{LiveDecision, LiveTap};
-use crate::nstep::{Decision, NStep};
-use crate::selfplay::Pool;
-use crate::shared::ActorCounters;
-use crate::tuner::{Tuner, TunerConfig};
+use crate::pipeline::batcher::{Batcher, RawBatch};
+use crate::games::duel::Seats;
+use crate::pipeline::envs::{env_thread, Cmd, Game, Reply};
+use crate::pipeline::live::{LiveDecision, LiveTap};
+use crate::pipeline::nstep::{Decision, NStep};
+use crate::pipeline::selfplay::Pool;
+use crate::pipeline::shared::ActorCounters;
+use crate::pipeline::tuner::{Tuner, TunerConfig};
 use anyhow::{bail, Context};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -79,7 +79,7 @@ pub struct ActorConfig {
     /// `--envs auto`: start with one environment and let [`Tuner`] set the count.
     pub auto: Option<TunerConfig>,
     /// Self-play: the opponent run's models play the other side in a share of the
-    /// training episodes ([`crate::selfplay`]); `None`: the scripted CPU always.
+    /// training episodes ([`crate::pipeline::selfplay`]); `None`: the scripted CPU always.
     pub selfplay: Option<SelfPlay>,
 }
 
@@ -99,7 +99,7 @@ pub struct ActorIo {
 
 /// The actor's connections for self-play's other side.
 pub struct RivalIo {
-    /// The opponent run's models ([`crate::selfplay::poll_pool`]).
+    /// The opponent run's models ([`crate::pipeline::selfplay::poll_pool`]).
     pub pool: tokio::sync::watch::Receiver<Arc<Pool>>,
     /// The rivals' transitions, batched for the opponent run's uploader.
     pub batches: tokio::sync::mpsc::Sender<RawBatch>,

@@ -10,11 +10,11 @@
 //! And what `run` needs before they start: [`retrying`] (registration and the first
 //! model, waiting for the manager as long as it takes) and [`load_model`].
 
-use crate::actor::Model;
+use crate::pipeline::actor::Model;
 use crate::client::{ApiError, ModelFetch};
-use crate::live::LiveTap;
-use crate::shared::Session;
-use crate::uploader;
+use crate::pipeline::live::LiveTap;
+use crate::pipeline::shared::Session;
+use crate::pipeline::uploader;
 use anyhow::{bail, Context};
 use shine_agent::model::QNet;
 use shine_agent::protocol::{EpisodeReport, Heartbeat, RegisterRequest, Registration};
@@ -288,7 +288,7 @@ pub async fn report_episodes(session: Session, mut rx: tokio::sync::mpsc::Receiv
 mod tests {
     use super::*;
     use crate::client::Client;
-    use crate::shared::{ActorCounters, Identity, UploadStats};
+    use crate::pipeline::shared::{ActorCounters, Identity, UploadStats};
 
     #[test]
     fn a_model_of_another_action_set_or_side_than_the_run_is_refused() {

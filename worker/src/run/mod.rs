@@ -9,8 +9,8 @@
 //! ```
 //!
 //! The actor and its environments run on plain threads (CPU work); everything that
-//! talks to the network is a task on a small tokio runtime ([`crate::control`],
-//! [`crate::uploader`], [`crate::live`]). They meet through channels and share a
+//! talks to the network is a task on a small tokio runtime ([`control`],
+//! [`crate::pipeline::uploader`], [`crate::pipeline::live`]). They meet through channels and share a
 //! [`Session`]. Shutdown is the pattern of `shine_agent::shutdown`: Ctrl-C or SIGTERM
 //! cancels the session's token, every task returns (every task is tracked and joined,
 //! none aborted), the actor hands over its last transitions, everything is spooled,
@@ -19,19 +19,23 @@
 //! left of the gameplay stays on disk for the next start. A second signal exits at
 //! once.
 
-use crate::actor::{self, ActorConfig, ActorIo, RivalIo};
-use crate::batcher::RawBatch;
-use crate::selfplay;
-use crate::backend::{Backend, DolphinSetup};
+pub mod control;
+pub mod league;
+pub mod settings;
+
+use crate::pipeline::actor::{self, ActorConfig, ActorIo, RivalIo};
+use crate::pipeline::batcher::RawBatch;
+use crate::pipeline::selfplay;
+use crate::games::backend::{Backend, DolphinSetup};
 use crate::client::{Client, ModelFetch};
-use crate::control::{self, retrying};
-use crate::duel::Duel;
-use crate::live::{self, LiveTap};
-use crate::settings::{Envs, RunArgs, Settings};
-use crate::shared::{ActorCounters, Identity, Session, UploadStats};
-use crate::spool::Spool;
-use crate::tuner::TunerConfig;
-use crate::uploader::{self, DrainMode};
+use control::retrying;
+use crate::games::duel::Duel;
+use crate::pipeline::live::{self, LiveTap};
+use settings::{Envs, RunArgs, Settings};
+use crate::pipeline::shared::{ActorCounters, Identity, Session, UploadStats};
+use crate::pipeline::spool::Spool;
+use crate::pipeline::tuner::TunerConfig;
+use crate::pipeline::uploader::{self, DrainMode};
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 use shine_agent::durable;
@@ -174,7 +178,7 @@ struct Destination {
 }
 
 impl Destination {
-    async fn open(session: Session, dir: std::path::PathBuf, limits: crate::spool::SpoolLimits) -> anyhow::Result<Destination> {
+    async fn open(session: Session, dir: std::path::PathBuf, limits: crate::pipeline::spool::SpoolLimits) -> anyhow::Result<Destination> {
         let spool = tokio::task::spawn_blocking(move || Spool::open(&dir, limits)).await??;
         let uploads = &session.uploads;
         uploads.spooled_batches.store(spool.len() as u64, Relaxed);
@@ -212,7 +216,7 @@ pub fn opponent_spool_dir(spool_dir: &std::path::Path, run: &str) -> anyhow::Res
 /// passes the simulator or Dolphin, tests may pass any [`Emulator`].
 pub async fn run_with<E, F>(settings: Settings, cancel: CancellationToken, make: F) -> anyhow::Result<RunStats>
 where
-    E: Emulator + crate::duel::Seats,
+    E: Emulator + crate::games::duel::Seats,
     F: Fn(&ActorConfig, usize) -> anyhow::Result<E> + Send + Sync + 'static,
 {
     let client = Client::new(&settings.manager, &settings.token)?.with_run(settings.run.as_deref());
@@ -318,7 +322,7 @@ where
     control.spawn(control::heartbeats(session.clone(), request, reg.clone(), tap.clone()));
     let action_names: Vec<String> = (0..cfg.actions.len()).map(|a| cfg.actions.action_name(a).to_string()).collect();
     control.spawn(live::stream(session.clone(), tap.clone(), action_names));
-    control.spawn(crate::league::play_league(session.client.clone(), reg.league_share, session.cancel.clone()));
+    control.spawn(crate::run::league::play_league(session.client.clone(), reg.league_share, session.cancel.clone()));
     control.close();
 
     let actor = {

@@ -22,7 +22,7 @@
 //! slower than the game, and a failed post loses only that post's frames.
 
 use crate::client::ApiError;
-use crate::shared::Session;
+use crate::pipeline::shared::Session;
 use shine_agent::protocol::{LiveBatch, LiveFrame, LivePlayer};
 use shine_agent::Observation;
 use std::collections::VecDeque;

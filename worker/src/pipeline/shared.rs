@@ -87,7 +87,7 @@ pub struct ActorCounters {
     /// `--envs auto` sets the count.
     pub envs_auto: std::sync::atomic::AtomicBool,
     /// Batches are this many times the manager's size and age (0 or 1: as asked): the
-    /// uploader doubles it while the manager answers busy ([`crate::uploader::next_scale`]).
+    /// uploader doubles it while the manager answers busy ([`crate::pipeline::uploader::next_scale`]).
     pub batch_scale: AtomicU64,
     /// The most `batch_scale` can usefully be: the batch cap over the manager's size.
     pub batch_scale_max: AtomicU64,

@@ -62,7 +62,7 @@ impl DolphinSetup {
     }
 
     /// Start one Dolphin for matches against an opponent bot: a second pipe on
-    /// `setup.opponent_port`, its port a human one with Marth (`crate::duel::DolphinDuel`
+    /// `setup.opponent_port`, its port a human one with Marth (`crate::games::duel::DolphinDuel`
     /// plays it).
     pub fn launch_against_bot(&self, setup: MatchSetup) -> anyhow::Result<Dolphin> {
         self.start(setup, |cfg| set_opponent(cfg, Opponent::Bot))

@@ -14,7 +14,7 @@
 //! registry, newest and best-evaluated).
 
 use crate::client::Client;
-use crate::envs::Rival;
+use crate::pipeline::envs::Rival;
 use rand::Rng;
 use shine_agent::model::QNet;
 use shine_agent::protocol::SelfPlay;

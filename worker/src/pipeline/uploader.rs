@@ -4,7 +4,7 @@
 //! actor ─RawBatch─► spool_batches: encode (zstd, new upload_id) ─► Spool (disk) ─► drain ─► POST /api/v1/experience
 //! ```
 //!
-//! - Every batch goes to the disk spool first (see [`crate::spool`]): a batch exists
+//! - Every batch goes to the disk spool first (see [`crate::pipeline::spool`]): a batch exists
 //!   in exactly one place, a spool file, until the manager took it.
 //! - [`drain`] sends the oldest spooled batch and deletes its file only after a 2xx.
 //!   Network errors, 5xx and 429 are retried with exponential backoff and jitter
@@ -21,10 +21,10 @@
 //! - Any other 4xx is final: logged with the manager's message, the batch dropped and
 //!   counted.
 
-use crate::batcher::RawBatch;
+use crate::pipeline::batcher::RawBatch;
 use crate::client::ApiError;
-use crate::shared::{Session, UploadStats};
-use crate::spool::{Entry, Spool};
+use crate::pipeline::shared::{Session, UploadStats};
+use crate::pipeline::spool::{Entry, Spool};
 use backon::BackoffBuilder;
 use rand::Rng;
 use shine_agent::experience::{encode, BatchMeta, Header};
