@@ -103,7 +103,7 @@ fn the_managers_layers_are_used_one_way_down() {
     }
     // Below the API nothing knows of HTTP or of the state the handlers share.
     for m in ["run", "device", "trainer", "storage"] {
-        for up in ["api", "state", "error", "server"] {
+        for up in ["api", "app_state", "error", "server"] {
             assert!(!g[m].contains(up), "{m} uses {up}");
         }
     }

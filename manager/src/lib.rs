@@ -37,10 +37,10 @@
 //! the publish callback the run layer gave the trainer.
 //!
 //! Beside the layers, the service: [`server`] (start-up and the one shutdown pattern,
-//! `shine_agent::shutdown`), [`state`] (the one state struct the handlers share),
+//! `shine_agent::shutdown`), [`app_state`] (the one state struct the handlers share),
 //! [`config`] (the TOML file and the CLI), [`fleet`] (the worker registry and the
-//! epsilon ladder), [`views`] (the JSON the dashboard reads), [`stats`] (the
-//! dashboard's time series) and [`sampler`] (takes its samples), [`history`] (each
+//! epsilon ladder), [`views`] (the JSON the dashboard reads), [`series`] (the
+//! dashboard's time series) and [`series_sampler`] (takes its samples), [`history`] (each
 //! run's series, episodes and evaluations in SQLite, across restarts), [`league`]
 //! (every kept model of every run rated from matches against each other), [`metrics`]
 //! (Prometheus, with the same words: accepted, inserted, sampled, trained), [`live`]
@@ -60,6 +60,7 @@ pub mod storage;
 pub mod trainer;
 
 pub mod api;
+pub mod app_state;
 pub mod config;
 pub mod error;
 pub mod fleet;
@@ -70,9 +71,8 @@ pub mod live;
 pub mod play;
 pub mod metrics;
 pub mod run;
-pub mod sampler;
+pub mod series;
+pub mod series_sampler;
 pub mod server;
-pub mod state;
-pub mod stats;
 pub mod views;
 pub use server::{run, serve};

@@ -17,8 +17,8 @@ use crate::history::History;
 use crate::league;
 use crate::metrics::Metrics;
 use crate::run::{store, Runs};
-use crate::sampler;
-use crate::state::{AppState, Manager};
+use crate::series_sampler;
+use crate::app_state::{AppState, Manager};
 use anyhow::Context;
 use std::sync::{Arc, Mutex};
 use tokio::net::TcpListener;
@@ -45,7 +45,7 @@ pub async fn serve(listener: TcpListener, config: Config, shutdown: Cancellation
     }
 
     let tasks = TaskTracker::new();
-    tasks.spawn(sampler::sampler(state.clone(), shutdown.clone()));
+    tasks.spawn(series_sampler::sampler(state.clone(), shutdown.clone()));
     tasks.close();
     let served = axum::serve(listener, api::app(state.clone())).with_graceful_shutdown(shutdown.clone().cancelled_owned()).await;
     tracing::info!("stopped accepting requests; shutting down");

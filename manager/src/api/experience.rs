@@ -11,7 +11,7 @@
 use super::RunRef;
 use crate::error::{ApiError, ApiResult};
 use crate::run::Run;
-use crate::state::AppState;
+use crate::app_state::AppState;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, FromRequest, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};

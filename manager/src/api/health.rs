@@ -1,7 +1,7 @@
 //! `GET /healthz` (liveness: `200 ok`) and `GET /metrics` (Prometheus text).
 
 use super::Reader;
-use crate::state::AppState;
+use crate::app_state::AppState;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;

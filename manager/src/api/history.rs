@@ -5,8 +5,8 @@
 use super::Reader;
 use crate::error::{ApiError, ApiResult};
 use crate::history::{EvalRecord, RunRecord};
-use crate::state::AppState;
-use crate::stats::Sample;
+use crate::app_state::AppState;
+use crate::series::Sample;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::routing::get;

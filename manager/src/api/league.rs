@@ -8,7 +8,7 @@ use super::{run_prefix, Reader, Writer};
 use crate::error::{ApiError, ApiResult};
 use crate::league::protocol::{self, CountError, Counted};
 use crate::league::{Assignment, Entrant, LeagueError, Player, Table, ANCHORS};
-use crate::state::{AppState, Manager};
+use crate::app_state::{AppState, Manager};
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Query, State};
 use axum::http::StatusCode;

@@ -5,7 +5,7 @@
 use super::workers::WorkerPath;
 use super::{ApiJson, Reader, Writer};
 use crate::error::{ApiError, ApiResult};
-use crate::state::AppState;
+use crate::app_state::AppState;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::ws::{close_code, CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{DefaultBodyLimit, Path, Query, State};

@@ -46,7 +46,7 @@ pub mod workers;
 use crate::config::DEFAULT_RUN;
 use crate::error::ApiError;
 use crate::run::Run;
-use crate::state::AppState;
+use crate::app_state::AppState;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::RawPathParams;
 use axum::extract::{FromRequest, FromRequestParts, Request};

@@ -8,7 +8,7 @@ use crate::config::DEFAULT_RUN;
 use crate::error::{ApiError, ApiResult};
 use crate::league::Player;
 use crate::storage::registry::ModelEntry;
-use crate::state::AppState;
+use crate::app_state::AppState;
 use axum::extract::State;
 use crate::run::Run;
 use axum::body::{Body, Bytes};
@@ -19,7 +19,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 
-pub fn router() -> Router<crate::state::AppState> {
+pub fn router() -> Router<crate::app_state::AppState> {
     Router::new().route("/models", get(list)).route("/models/latest", get(latest)).route("/models/{version}", get(by_version))
 }
 

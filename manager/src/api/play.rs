@@ -11,7 +11,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::league::{protocol, Player};
 use crate::play::{self, Frame, Input, Match, Outcome, Person, Seat, WallClock};
 use crate::run::Run;
-use crate::state::AppState;
+use crate::app_state::AppState;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::ws::{close_code, CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, Query, State};

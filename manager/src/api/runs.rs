@@ -7,7 +7,7 @@ use crate::config::RunSpec;
 use crate::error::{ApiError, ApiResult};
 use crate::run::Run;
 use crate::views::{RunList, RunView};
-use crate::state::AppState;
+use crate::app_state::AppState;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;

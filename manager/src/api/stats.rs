@@ -4,8 +4,8 @@
 use super::{Reader, RunRef};
 use crate::error::{ApiError, ApiResult};
 use crate::views::StatsReply;
-use crate::sampler;
-use crate::state::AppState;
+use crate::series_sampler;
+use crate::app_state::AppState;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::routing::get;
@@ -28,7 +28,7 @@ async fn get_stats(State(s): State<AppState>, _: Reader, RunRef(run): RunRef, q:
         let series = run.series().lock().expect("series lock");
         (series.since(q.since), series.last().cloned())
     };
-    let current = sampler::sample(&s, &run, last.as_ref());
+    let current = series_sampler::sample(&s, &run, last.as_ref());
     let (episodes_total, eval_episodes_total) = {
         let e = run.episodes().lock().expect("episodes lock");
         (e.total, e.eval_total)

@@ -9,7 +9,7 @@
 
 use super::Reader;
 use crate::error::ApiError;
-use crate::state::AppState;
+use crate::app_state::AppState;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;

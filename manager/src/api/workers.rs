@@ -8,7 +8,7 @@ use super::{ApiJson, Reader, RunName, RunRef, Writer};
 use crate::error::{ApiError, ApiResult};
 use crate::history::Record;
 use crate::run::Run;
-use crate::state::AppState;
+use crate::app_state::AppState;
 use crate::views::WorkerList;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;

@@ -31,7 +31,7 @@ use crate::config::{Config, RunSettings, RunSpec};
 use crate::device::{Device, RunHandle};
 use crate::history::{History, Record};
 use crate::storage::registry::{Published, Registry};
-use crate::stats::{EpisodeLog, Series};
+use crate::series::{EpisodeLog, Series};
 use crate::trainer::{self, Restore, RunSetup, TrainerStats};
 use crate::storage::wal::{self, Wal, WalError, WalStats};
 use anyhow::Context;
@@ -76,7 +76,7 @@ pub struct Run {
     series: Mutex<Series>,
     /// Age of the accepted experience: the sum over transitions of how many model
     /// versions behind the latest each was played, and how many transitions that sums.
-    /// Counters only (the sampler takes differences): `stats::Sample::data_age`.
+    /// Counters only (the sampler takes differences): `series::Sample::data_age`.
     age_sum: AtomicU64,
     age_count: AtomicU64,
 }

@@ -1,12 +1,12 @@
-//! Taking the dashboard's samples ([`crate::stats::Sample`]), one series per run: from
+//! Taking the dashboard's samples ([`crate::series::Sample`]), one series per run: from
 //! the run's trainer counters, the API's metrics, the fleet and the recent episodes,
 //! every `[stats] interval_secs` ([`sampler`]) and at each `GET /api/v1/stats`
 //! ([`sample`]).
 
 use crate::history::Record;
 use crate::run::Run;
-use crate::state::AppState;
-use crate::stats::Sample;
+use crate::app_state::AppState;
+use crate::series::Sample;
 use shine_agent::durable::unix_now;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
