@@ -124,9 +124,9 @@ struct Slot {
     obs: Option<Observation>,
     /// The decision in flight.
     pending: Option<Decision>,
-    nstep: NStep,
-    /// The rival's decisions, into the opponent run's transitions.
-    rival_nstep: NStep,
+    /// Each output's decisions on their way to n-step transitions, in [`Round::outputs`]'
+    /// order: the bot's, then (self-play) the rival's.
+    nsteps: Vec<NStep>,
     skipped: u64,
     failures: u32,
     /// Taken away by `--envs auto`: stops at its next reply.
@@ -156,9 +156,9 @@ impl Slot {
         self.send(Cmd::Reset { cpu_level, seed, rival });
     }
 
-    /// Forget the open episode's unfinished decisions, both sides'; how many.
+    /// Forget the open episode's unfinished decisions, every side's; how many.
     fn drop_unfinished(&mut self) -> u64 {
-        (self.nstep.clear() + self.rival_nstep.clear()) as u64 + self.pending.take().is_some() as u64
+        self.nsteps.iter_mut().map(|n| n.clear() as u64).sum::<u64>() + self.pending.take().is_some() as u64
     }
 
     fn send(&mut self, cmd: Cmd) {
@@ -198,8 +198,11 @@ where
     let (reply_tx, replies) = mpsc::channel();
     let mut threads = Vec::with_capacity(start_envs);
     let mut slots = Vec::with_capacity(start_envs);
+    // One output pipeline (n-step per environment, batcher, channel) per side that
+    // learns: the bot's run, and in self-play the opponent run.
+    let sides = 1 + io.rival.is_some() as usize;
     for i in 0..start_envs {
-        let (t, slot) = spawn_env(i, &make, &reply_tx, &cfg, io.live.clone())?;
+        let (t, slot) = spawn_env(i, &make, &reply_tx, &cfg, io.live.clone(), sides)?;
         threads.push(t);
         slots.push(slot);
     }
@@ -214,20 +217,17 @@ where
     counters.envs_auto.store(tuner.is_some(), Relaxed);
     counters.set_envs(start_envs, tuner.as_ref().map_or_else(|| format!("fixed at {start_envs} (--envs)"), |t| t.reason().to_string()));
 
-    counters.batch_scale_max.store((cfg.batch_cap / cfg.batch_transitions.max(1)).max(1) as u64, Relaxed);
-    let batcher =
-        Batcher::new(cfg.batch_transitions, Duration::from_secs_f64(cfg.batch_secs.max(0.01)), cfg.n_step.max(1), io.batches.clone(), counters.clone())
-            .with_cap(cfg.batch_cap);
-    let rival_batcher = io.rival.as_ref().map(|r| {
-        r.counters.batch_scale_max.store((cfg.batch_cap / cfg.batch_transitions.max(1)).max(1) as u64, Relaxed);
-        Batcher::new(cfg.batch_transitions, Duration::from_secs_f64(cfg.batch_secs.max(0.01)), cfg.n_step.max(1), r.batches.clone(), r.counters.clone())
+    // The same batcher for each output, each with its channel and counters.
+    let batcher = |batches: &tokio::sync::mpsc::Sender<RawBatch>, counters: &Arc<ActorCounters>| {
+        counters.batch_scale_max.store((cfg.batch_cap / cfg.batch_transitions.max(1)).max(1) as u64, Relaxed);
+        Batcher::new(cfg.batch_transitions, Duration::from_secs_f64(cfg.batch_secs.max(0.01)), cfg.n_step.max(1), batches.clone(), counters.clone())
             .with_cap(cfg.batch_cap)
-    });
+    };
+    let outputs = std::iter::once(batcher(&io.batches, &counters)).chain(io.rival.as_ref().map(|r| batcher(&r.batches, &r.counters))).collect();
     let mut round = Round {
         cfg: &cfg,
         slots,
-        batcher,
-        rival_batcher,
+        outputs,
         pool,
         counters,
         episodes: io.episodes.clone(),
@@ -250,7 +250,7 @@ where
             let before = t.revision();
             if let Some(n) = t.observe(c.frames.load(Relaxed), c.skipped_frames.load(Relaxed), Instant::now()) {
                 tracing::info!(envs = n, reason = t.reason(), "--envs auto");
-                if let Err(e) = round.resize(n, |i| spawn_env(i, &make, tx, &cfg, io.live.clone()), &mut threads) {
+                if let Err(e) = round.resize(n, |i| spawn_env(i, &make, tx, &cfg, io.live.clone(), sides), &mut threads) {
                     break Err(e);
                 }
             }
@@ -290,9 +290,8 @@ where
     for t in threads {
         let _ = t.join();
     }
-    let flushed = round.batcher.flush();
-    let rival_flushed = round.rival_batcher.as_mut().map_or(Ok(()), Batcher::flush);
-    result.and(flushed).and(rival_flushed)
+    let flushed = round.outputs.iter_mut().map(Batcher::flush).collect::<anyhow::Result<Vec<()>>>();
+    result.and(flushed.map(drop))
 }
 
 /// Start environment `i` on a thread of its own (only environment 0 is ever shown live)
@@ -303,6 +302,7 @@ fn spawn_env<E, F>(
     reply_tx: &mpsc::Sender<(usize, Reply)>,
     cfg: &ActorConfig,
     live: Option<Arc<LiveTap>>,
+    outputs: usize,
 ) -> anyhow::Result<(std::thread::JoinHandle<()>, Slot)>
 where
     E: Emulator + Seats,
@@ -324,8 +324,7 @@ where
         episode: EpisodeInfo { eval: false, cpu_level: cfg.cpu_level, frames: 0, reward: 0.0 },
         obs: None,
         pending: None,
-        nstep: NStep::new(cfg.n_step.max(1) as usize, cfg.gamma),
-        rival_nstep: NStep::new(cfg.n_step.max(1) as usize, cfg.gamma),
+        nsteps: (0..outputs).map(|_| NStep::new(cfg.n_step.max(1) as usize, cfg.gamma)).collect(),
         skipped: 0,
         failures: 0,
         retiring: false,
@@ -365,9 +364,11 @@ fn swap_model(
 struct Round<'a> {
     cfg: &'a ActorConfig,
     slots: Vec<Slot>,
-    batcher: Batcher,
-    /// Self-play: the rivals' transitions, for the opponent run, and where rivals come from.
-    rival_batcher: Option<Batcher>,
+    /// Where each side's transitions go, one batcher each: the bot's run, then in
+    /// self-play the opponent run (the rivals' transitions). The same pipeline twice,
+    /// each slot's `nsteps` in the same order.
+    outputs: Vec<Batcher>,
+    /// Self-play: where rivals come from.
     pool: Option<tokio::sync::watch::Receiver<Arc<Pool>>>,
     counters: Arc<ActorCounters>,
     episodes: tokio::sync::mpsc::Sender<EpisodeReport>,
@@ -396,11 +397,10 @@ impl Round<'_> {
         self.flush_if_due()
     }
 
-    /// Hand over the batches that are old enough, both sides'.
+    /// Hand over the batches that are old enough, every side's.
     fn flush_if_due(&mut self) -> anyhow::Result<()> {
         let now = Instant::now();
-        self.batcher.flush_if_due(now)?;
-        self.rival_batcher.as_mut().map_or(Ok(()), |b| b.flush_if_due(now))
+        self.outputs.iter_mut().try_for_each(|b| b.flush_if_due(now))
     }
 
     /// Environments playing and not on their way out.
@@ -462,28 +462,20 @@ impl Round<'_> {
                 s.episode.reward += step.reward;
                 let mut d = s.pending.take().expect("a step answers a decision");
                 d.reward = step.reward;
-                let mut handed = Ok(());
-                let batcher = &mut self.batcher;
-                let dropped = s.nstep.push(d, &step.next.state, step.end, &mut |row, v| {
-                    if handed.is_ok() {
-                        handed = batcher.push(row, v);
-                    }
-                });
-                counters.incomplete.fetch_add(dropped as u64, Relaxed);
-                handed?;
-                // The rival's macro-actions become the opponent run's transitions, by the
-                // same n-step rule, with the rival's own rewards.
-                if let Some(rb) = self.rival_batcher.as_mut() {
+                let model_version = d.model_version;
+                // The bot's decision into its run's transitions; the rival's macro-actions
+                // (self-play) into the opponent run's, by the same n-step rule, with the
+                // rival's own rewards: each side through its own output.
+                let rivals = rival.into_iter().map(|m| (1, Decision { state: m.state, action: m.action, reward: m.reward, model_version: m.model_version }, m.next, m.end));
+                for (o, d, next, end) in std::iter::once((0, d, step.next.state, step.end)).chain(rivals) {
+                    let (Some(nstep), Some(batcher)) = (s.nsteps.get_mut(o), self.outputs.get_mut(o)) else { continue };
                     let mut handed = Ok(());
-                    for m in rival {
-                        let d = Decision { state: m.state, action: m.action, reward: m.reward, model_version: m.model_version };
-                        let dropped = s.rival_nstep.push(d, &m.next, m.end, &mut |row, v| {
-                            if handed.is_ok() {
-                                handed = rb.push(row, v);
-                            }
-                        });
-                        counters.incomplete.fetch_add(dropped as u64, Relaxed);
-                    }
+                    let dropped = nstep.push(d, &next, end, &mut |row, v| {
+                        if handed.is_ok() {
+                            handed = batcher.push(row, v);
+                        }
+                    });
+                    counters.incomplete.fetch_add(dropped as u64, Relaxed);
                     handed?;
                 }
                 match step.end {
@@ -495,7 +487,7 @@ impl Round<'_> {
                             survived: end == EpisodeEnd::TimeLimit,
                             eval: s.episode.eval,
                             cpu_level: s.episode.cpu_level,
-                            model_version: d.model_version,
+                            model_version,
                         };
                         // Reports feed the dashboard only: when the queue is full
                         // (manager away a long time) dropping one is fine, blocking
