@@ -15,10 +15,7 @@ use std::time::{Duration, Instant};
 
 const PEER: &str = env!("CARGO_BIN_EXE_shine-dolphin-peer");
 
-/// The limit of a wait for something that must happen (the peer up, a count reached):
-/// long enough that only a hang reaches it, on any machine (a loaded 2-core VM running
-/// debug builds, two test binaries side by side).
-const HANG: Duration = Duration::from_secs(600);
+use shine_testkit::HANG;
 
 struct Case {
     _tmp: tempfile::TempDir,

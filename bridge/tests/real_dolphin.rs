@@ -12,9 +12,7 @@ use shine_bridge::dolphin::{probe, process, Dolphin, DolphinConfig, DolphinError
 use shine_bridge::{Button, Emulator, Pad};
 use std::time::{Duration, Instant};
 
-/// The limit of a wait for something that must happen (Dolphin booted, a death
-/// noticed): long enough that only a hang reaches it, on any machine.
-const HANG: Duration = Duration::from_secs(600);
+use shine_testkit::HANG;
 
 const INSTALL: &str =
     "run scripts/test.sh (it installs them) or scripts/setup-debian.sh dolphin-emu gcc-powerpc-linux-gnu binutils-powerpc-linux-gnu, or set SHINE_SKIP_REAL_DOLPHIN=1 to skip";

@@ -37,6 +37,7 @@
 //! cores, from `/proc/self/task/*/schedstat`: on a small machine the clients compete
 //! with the manager, and this says where the time went.
 
+use shine_testkit::metric;
 use anyhow::{bail, Context};
 use clap::Parser;
 use rand::{Rng, SeedableRng};
@@ -666,11 +667,6 @@ fn evict(dir: &Path) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-/// Value of an unlabelled metric in Prometheus text.
-fn metric(text: &str, name: &str) -> Option<f64> {
-    text.lines().find(|l| l.strip_prefix(name).is_some_and(|rest| rest.starts_with(' '))).and_then(|l| l.rsplit(' ').next()?.parse().ok())
 }
 
 /// The log's fsyncs, summed over the runs (the counter is labelled by run).

@@ -16,6 +16,7 @@
 mod common;
 
 use common::{HANG, TOKEN};
+use shine_testkit::free_port;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use shine_agent::experience::{self, col, BatchMeta, Expect, TRANSITION_FLOATS};
@@ -101,13 +102,9 @@ fn start(rig: &Rig) -> Child {
 }
 
 fn wait_healthy(url: &str, child: &mut Child) {
+    let port: u16 = url.rsplit(':').next().and_then(|p| p.parse().ok()).expect("a url with a port");
     let deadline = Instant::now() + HANG;
-    loop {
-        if let Ok(r) = reqwest::blocking::get(format!("{url}/healthz")) {
-            if r.status() == 200 {
-                return;
-            }
-        }
+    while !shine_testkit::healthy(port) {
         assert!(child.try_wait().unwrap().is_none(), "the manager exited during start-up");
         assert!(Instant::now() < deadline, "the manager did not come up");
         std::thread::sleep(Duration::from_millis(20));
@@ -140,9 +137,6 @@ fn drained(url: &str) -> Value {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
 
 /// Upload `uploader`'s tagged batches until one is refused 503 `storage_full`: the tags
 /// acknowledged (202) before it, and that refusal's body. An upload without an answer

@@ -10,10 +10,7 @@ use std::time::{Duration, Instant};
 
 type Models = Arc<Mutex<Vec<Published>>>;
 
-/// The limit of a wait for something that must happen (a count reached, room in the
-/// queue): long enough that only a hang reaches it, on any machine (a loaded 2-core VM
-/// running debug builds, two test binaries side by side).
-const HANG: Duration = Duration::from_secs(600);
+use shine_testkit::HANG;
 
 fn start(t: TrainerConfig, r: ReplayConfig, d: DqnConfig, dir: &std::path::Path) -> (Solo, Models) {
     let published: Models = Default::default();

@@ -13,12 +13,8 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 pub const TOKEN: &str = "test-token";
 
-/// The limit of every wait for something that must happen (the manager answering, a
-/// count reached, a message arriving, a process exiting): long enough that only a hang
-/// reaches it, on any machine (a loaded 2-core VM running debug builds, two test
-/// binaries side by side). A wait ends on its event, so the limit costs nothing when
-/// all is well.
-pub const HANG: Duration = Duration::from_secs(600);
+#[allow(unused_imports)] // not every test file reads metrics
+pub use shine_testkit::{metric, HANG};
 
 /// Small and fast: trains within a second of a few hundred uploaded transitions.
 pub fn config(data_dir: &Path) -> Config {
@@ -163,10 +159,6 @@ pub fn batch(n: usize, seed: u32) -> Vec<u8> {
     experience::encode(&meta, &rows(n, seed), seed.is_multiple_of(2))
 }
 
-/// Value of a metric line (`name{labels} value`) in Prometheus text.
-pub fn metric(text: &str, name_and_labels: &str) -> Option<f64> {
-    text.lines().find(|l| l.starts_with(name_and_labels) && l[name_and_labels.len()..].starts_with(' ')).and_then(|l| l.rsplit(' ').next()?.parse().ok())
-}
 
 // ------------------------------------------------------------ live match helpers
 

@@ -17,9 +17,7 @@ use shine_bridge::ram::{addr, fighter, static_block, static_player, RamImage, SI
 use shine_bridge::{Emulator, MatchSetup, Pad, RamView};
 use shine_worker::pipeline::actor::ActorConfig;
 
-/// The limit of a wait for something that must happen (the actor's count reached):
-/// long enough that only a hang reaches it, on any machine (as `procs::HANG`).
-pub const HANG: std::time::Duration = std::time::Duration::from_secs(600);
+pub use shine_testkit::HANG;
 
 /// Poll `ok` until it holds; panics after [`HANG`].
 pub fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {

@@ -12,21 +12,15 @@
 //! (`SHINE_MANAGER_BIN` may point at another build.)
 #![allow(dead_code)]
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+
+#[allow(unused_imports)] // not every test file uses each
+pub use shine_testkit::{free_port, spawn, wait_for, Proc, HANG};
 
 pub const WORKER: &str = env!("CARGO_BIN_EXE_shine-worker");
 
 pub const TOKEN: &str = "e2e-secret";
-
-/// The limit of a wait for something that must happen (a process up, a count reached,
-/// an exit): long enough that only a hang reaches it, on any machine (a loaded 2-core
-/// VM running debug builds, two test binaries side by side). A wait ends on its event,
-/// so the limit costs nothing when all is well.
-pub const HANG: Duration = Duration::from_secs(600);
 
 pub fn manager_bin() -> PathBuf {
     // target/<profile>/deps/e2e-<hash> -> target/<profile>/shine-manager, whatever
@@ -35,10 +29,6 @@ pub fn manager_bin() -> PathBuf {
     let path = std::env::var_os("SHINE_MANAGER_BIN").map(PathBuf::from).unwrap_or_else(beside);
     assert!(path.exists(), "{} does not exist: build it with `. scripts/env.sh && cargo build -p shine-manager` (or set SHINE_MANAGER_BIN)", path.display());
     path
-}
-
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// A small, fast manager: host replay, frequent publishing, quick worker cadence;
@@ -84,48 +74,6 @@ target_sync_every = 100
     path
 }
 
-pub struct Proc {
-    pub child: Child,
-    pub log: PathBuf,
-}
-
-impl Proc {
-    pub fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-    pub fn signal(&self, sig: &str) {
-        let ok = Command::new("kill").arg(format!("-{sig}")).arg(self.child.id().to_string()).status().unwrap().success();
-        assert!(ok, "kill -{sig} failed");
-    }
-    /// Wait for the process to exit; its exit status.
-    pub fn wait(&mut self, within: Duration) -> std::process::ExitStatus {
-        let deadline = Instant::now() + within;
-        loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                return s;
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                panic!("process did not exit within {within:?}; log:\n{}", self.log());
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-pub fn spawn(cmd: &mut Command, log: PathBuf) -> Proc {
-    let file = std::fs::File::create(&log).unwrap();
-    let child = cmd.stdout(Stdio::from(file.try_clone().unwrap())).stderr(Stdio::from(file)).env("RUST_LOG", "info").spawn().unwrap();
-    Proc { child, log }
-}
-
 /// [`start_manager_with`], with `runs` (`[[runs]]` tables) at the end of its config.
 pub fn start_manager_runs(dir: &Path, port: u16, n: usize, trainer: &str, runs: &str) -> Proc {
     start_manager_edited(dir, port, n, trainer, &|text| text + runs)
@@ -137,7 +85,7 @@ pub fn start_manager_edited(dir: &Path, port: u16, n: usize, trainer: &str, edit
     let text = std::fs::read_to_string(&config).unwrap();
     std::fs::write(&config, edit(text)).unwrap();
     let p = spawn(Command::new(manager_bin()).arg("--config").arg(config), dir.join(format!("manager-{n}.log")));
-    wait_for(HANG, "the manager to answer /healthz", || http_get(port, "/healthz").is_some_and(|b| b.contains("ok")), &p);
+    wait_for(HANG, "the manager to answer /healthz", || shine_testkit::healthy(port), &p);
     p
 }
 
@@ -179,13 +127,7 @@ pub fn http(port: u16, method: &str, path: &str) -> Option<String> {
 
 /// [`http`]'s whole response as bytes.
 fn http_bytes(port: u16, method: &str, path: &str) -> Option<Vec<u8>> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    // Only against a hang: an answer a loaded machine is slow to give still comes.
-    s.set_read_timeout(Some(HANG)).ok()?;
-    write!(s, "{method} {path} HTTP/1.0\r\nHost: localhost\r\nAuthorization: Bearer {TOKEN}\r\nContent-Length: 0\r\n\r\n").ok()?;
-    let mut out = Vec::new();
-    s.read_to_end(&mut out).ok()?;
-    Some(out)
+    shine_testkit::http(port, method, path, Some(TOKEN))
 }
 
 /// The status code of a whole response ([`http`]'s answer); 0 when there is none.
@@ -213,24 +155,12 @@ pub fn metric(port: u16, name: &str) -> Option<f64> {
 
 /// A Prometheus counter or gauge of `run` (its only label) from `/metrics`.
 pub fn run_metric(port: u16, name: &str, run: &str) -> Option<f64> {
-    let body = http_get(port, "/metrics")?;
-    let series = format!("{name}{{run=\"{run}\"}} ");
-    body.lines().find_map(|l| l.strip_prefix(&series).and_then(|v| v.trim().parse().ok()))
+    run_metric_labels(port, name, &format!("run=\"{run}\""))
 }
 
 /// A Prometheus series with exactly these labels (as rendered: sorted by name).
 pub fn run_metric_labels(port: u16, name: &str, labels: &str) -> Option<f64> {
-    let body = http_get(port, "/metrics")?;
-    let series = format!("{name}{{{labels}}} ");
-    body.lines().find_map(|l| l.strip_prefix(&series).and_then(|v| v.trim().parse().ok()))
-}
-
-pub fn wait_for(within: Duration, what: &str, mut ok: impl FnMut() -> bool, p: &Proc) {
-    let deadline = Instant::now() + within;
-    while !ok() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}; log:\n{}", p.log());
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    shine_testkit::metric(&http_get(port, "/metrics")?, &format!("{name}{{{labels}}}"))
 }
 
 pub fn read_stats(dir: &Path) -> serde_json::Value {
