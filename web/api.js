@@ -7,7 +7,7 @@
 // Relative, so the page also works under a path prefix.
 export const API = "api/v1";
 
-// The page's own query: ?token= and ?run= (the run picked, see main.js).
+// The page's own query: ?token= and ?run= (the run picked, see app.js).
 export const PARAMS = new URLSearchParams(typeof location === "undefined" ? "" : location.search);
 export const TOKEN = PARAMS.get("token");
 

@@ -13,7 +13,7 @@ import { drawStage } from "./stage.js";
 
 export const FPS = 60, TARGET_BUFFER = 9, MAX_BUFFER = 45;
 
-// The playback, read by the browser tests as window.shineLive (main.js): frames drawn,
+// The playback, read by the browser tests as window.shineLive (app.js): frames drawn,
 // game frames shown, the last frame.
 export const live = { worker: null, ws: null, queue: [], meta: null, frame: null, last: null, owed: 0, drawn: 0, gameFrames: 0, drawnTimes: [], lastDrawnFrame: null };
 
@@ -119,7 +119,7 @@ export function watch(id, changed) {
   };
 }
 
-// The animation loop: requestAnimationFrame(tick) once (main.js).
+// The animation loop: requestAnimationFrame(tick) once (app.js).
 export function tick(now) {
   const f = advance(live, now);
   if (f) showFrame(f);

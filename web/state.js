@@ -9,5 +9,5 @@ export const state = {
 };
 
 // Each run's series for the compare charts, from the manager's history: run name ->
-// { samples, lastT }; `polling` once the compare poll has started (main.js).
+// { samples, lastT }; `polling` once the compare poll has started (app.js).
 export const compare = { series: {}, polling: false };

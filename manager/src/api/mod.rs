@@ -14,10 +14,12 @@
 //! - [`play`]: a person against a model in the browser (a WebSocket).
 //! - [`web`]: the dashboard's static files (`web/`, compiled in).
 //!
-//! Runs: every route but `/runs` is served twice, under `/api/v1/runs/{run}/...` for
-//! the run named in the path ([`RunRef`]) and under `/api/v1/...` for the run
-//! `default` (the routes from before runs). `POST /api/v1/workers` is the exception:
-//! without a run in the path the manager assigns one.
+//! Runs: a run's routes ([`workers`], [`experience`], [`models`], [`stats`], [`live`],
+//! [`play`]) are served twice, under `/api/v1/runs/{run}/...` for the run named in the
+//! path ([`RunRef`]) and under `/api/v1/...` for the run `default` (the routes from
+//! before runs); `POST /api/v1/workers` is the exception: without a run in the path the
+//! manager assigns one. [`runs`], [`history`] and [`league`] are served once, under
+//! `/api/v1` (they name runs themselves); [`health`] and [`web`] at the root.
 //!
 //! Access: writes need the bearer token ([`Writer`]); reads need it only with
 //! `public_reads = false` ([`Reader`]), and then also take it as `?token=`, since a
