@@ -540,6 +540,8 @@ struct LearnerRows {
     average: Option<Tensor>,
     /// The optimizer's slots, in its order.
     slots: Vec<Tensor>,
+    /// Adam's count of updates on the device (`[1]`), `None` for RMSProp.
+    device_steps: Option<Tensor>,
     grad: Tensor,
 }
 
@@ -592,13 +594,17 @@ impl Learner {
     /// Everything this learner does alone (a step, a restore, a checkpoint, the target
     /// sync) then reads and writes those rows.
     fn move_into(&mut self, rows: LearnerRows) {
-        let LearnerRows { online, target, average, slots, mut grad } = rows;
+        let LearnerRows { online, target, average, slots, device_steps, mut grad } = rows;
         self.online.move_to(online);
         self.target.move_to(target);
         if let (Some(mine), Some(row)) = (&mut self.average, average) {
             mine.move_to(row);
         }
         for (mine, mut row) in self.optimizer.slots.iter_mut().zip(slots) {
+            row.copy_(mine);
+            *mine = row;
+        }
+        if let (Some(mine), Some(mut row)) = (&mut self.optimizer.device_steps, device_steps) {
             row.copy_(mine);
             *mine = row;
         }
@@ -821,7 +827,7 @@ impl Learner {
             }
         });
         self.step = step;
-        self.optimizer.steps = if optimizer_ok { optimizer_steps } else { 0 };
+        self.optimizer.set_steps(if optimizer_ok { optimizer_steps } else { 0 });
         Ok(optimizer_ok)
     }
 }

@@ -55,8 +55,13 @@ pub(crate) struct Optimizer {
     /// `slots[k]`: slot k for every parameter, laid out as the network's flat buffer
     /// (RMSProp: square_avg; Adam: exp_avg, exp_avg_sq: PyTorch's names).
     pub(crate) slots: Vec<Tensor>,
-    /// Updates applied (Adam's bias correction needs it; a host counter, no sync).
+    /// Updates applied (the checkpoint's count; a host counter, no sync).
     pub(crate) steps: u64,
+    /// Adam only: the updates applied, as an f64 `[1]` tensor on the parameters'
+    /// device, counted by the update itself. Adam's bias correction is computed from it
+    /// there, so a captured CUDA graph of the step stays right at every replay (a host
+    /// count would be a constant of the graph). Equal to `steps` between updates.
+    pub(crate) device_steps: Option<Tensor>,
 }
 
 impl Optimizer {
@@ -69,7 +74,16 @@ impl Optimizer {
 
     pub(crate) fn new(cfg: OptimizerConfig, flat: &Tensor) -> Self {
         let slots = Self::slot_names(cfg.kind).iter().map(|_| flat.zeros_like()).collect();
-        Optimizer { cfg, slots, steps: 0 }
+        let device_steps = (cfg.kind == OptimizerKind::Adam).then(|| Tensor::zeros([1], (tch::Kind::Double, flat.device())));
+        Optimizer { cfg, slots, steps: 0, device_steps }
+    }
+
+    /// Set the count of updates applied (a restore), on the host and the device.
+    pub(crate) fn set_steps(&mut self, n: u64) {
+        self.steps = n;
+        if let Some(t) = &mut self.device_steps {
+            let _ = t.fill_(n as f64);
+        }
     }
 
     pub(crate) fn kind(&self) -> OptimizerKind {
@@ -122,15 +136,21 @@ impl Optimizer {
             }
             OptimizerKind::Adam => {
                 let (b1, b2) = cfg.adam_betas;
-                // This update's number: the ones counted so far, and this one.
-                let t = (self.steps + 1) as i32;
-                let (bc1, bc2) = (1.0 - b1.powi(t), 1.0 - b2.powi(t));
+                // This update's number, on the device: the ones counted so far, and this one.
+                let count = self.device_steps.as_mut().expect("Adam counts its updates on the device");
+                let t = &*count + 1.0;
+                // The bias corrections in f64, as on the host before: -lr / (1 - b1^t) and
+                // sqrt(1 - b2^t), with b^t = exp(t ln b); then the f32 the update uses.
+                let power = |b: f64| (&t * b.ln()).exp();
+                let step_size = ((1.0f64 - power(b1)).reciprocal() * -cfg.lr).to_kind(tch::Kind::Float);
+                let bc2_sqrt = (1.0f64 - power(b2)).sqrt().to_kind(tch::Kind::Float);
+                let _ = count.copy_(&t);
                 let (m, v) = self.slots.split_at_mut(1);
                 let (m, v) = (&mut m[0], &mut v[0]);
                 let _ = m.g_mul_scalar_(b1).g_add_(&(g * (1.0 - b1)));
                 let _ = v.g_mul_scalar_(b2).addcmul_(g, &g.g_mul_scalar(1.0 - b2));
-                let denom = v.sqrt() / bc2.sqrt() + cfg.eps;
-                let _ = p.shallow_clone().addcdiv_(&m.g_mul_scalar(-cfg.lr / bc1), &denom);
+                let denom = v.sqrt() / bc2_sqrt + cfg.eps;
+                let _ = p.shallow_clone().addcdiv_(&(&*m * step_size), &denom);
             }
         }
     }

@@ -141,8 +141,8 @@ pub struct Group {
     grad: Tensor,
     hyper: Hyper,
     /// Adam's updates applied per run, `[k, 1]` f64, counted on the device by the step
-    /// itself (so an Adam group can be captured as a graph, unlike a lone Adam learner
-    /// whose count is a host number).
+    /// itself (so an Adam group can be captured as a graph); row r is learner r's own
+    /// device count (a view), so it goes on counting when the learner trains alone.
     adam_steps: Tensor,
     /// `[k]` f32, 1 for a run that moves in the next step, 0 for one that stays as it
     /// is: written by the caller before each step ([`Group::set_mask`]), read by it.
@@ -193,8 +193,9 @@ impl Group {
         let (online, target, grad) = (buffer(), buffer(), buffer());
         let average = shape.average.then(buffer);
         let slots: Vec<Tensor> = members[0].optimizer.slots.iter().map(|_| buffer()).collect();
-        let steps: Vec<f64> = members.iter().map(|l| l.optimizer_steps() as f64).collect();
-        let adam_steps = Tensor::from_slice(&steps).view([k, 1]).to_device(device);
+        // Adam's counts: each learner's own, moved into its row below (so the count
+        // stays the learner's when it trains alone again).
+        let adam_steps = Tensor::zeros([k, 1], (Kind::Double, device));
         let cfgs: Vec<DqnConfig> = members.iter().map(|l| l.config().clone()).collect();
         let hyper = Hyper::of(&cfgs.iter().collect::<Vec<_>>(), device);
         for (r, learner) in members.iter_mut().enumerate() {
@@ -204,6 +205,7 @@ impl Group {
                 target: row(&target),
                 average: average.as_ref().map(row),
                 slots: slots.iter().map(row).collect(),
+                device_steps: (shape.optimizer == OptimizerKind::Adam).then(|| row(&adam_steps)),
                 grad: row(&grad),
             });
         }
@@ -496,6 +498,15 @@ mod tests {
                 }
                 for &r in &members {
                     assert_eq!(grouped[r].step, moved[r], "{}: a step counted for each step moved", what(r, 50));
+                }
+                if k == 4 {
+                    // The run that left trains alone again, from its row of the old group's
+                    // buffers, Adam counting on from the group's count.
+                    copy_state(&grouped[2], &mut alone[2]);
+                    let b = batch(999);
+                    let (got, want) = (grouped[2].train_step(&b), alone[2].train_step(&b));
+                    assert!((f32::try_from(&got.loss).unwrap() - f32::try_from(&want.loss).unwrap()).abs() <= 1e-5);
+                    assert_same(&grouped[2], &alone[2], 1e-5, &what(2, 50));
                 }
                 // The runs moved, each its own way (the one that left kept its state).
                 if k > 1 {

@@ -53,7 +53,7 @@ pub struct TrainerConfig {
     /// Replay the train step as one CUDA graph (`crate::trainer::cuda_graph`): the sample from
     /// the device replay, forward, backward, clipping and the optimizer's update
     /// launched with one call instead of a few hundred. Unset: on for a CUDA device
-    /// where it applies (the device replay, uniform sampling, RMSProp), off elsewhere.
+    /// where it applies (the device replay, uniform sampling), off elsewhere.
     /// `true` where it cannot apply is an error that says why.
     pub cuda_graph: Option<bool>,
     /// Train this run as one step with the other runs on the device that share its

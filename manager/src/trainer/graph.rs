@@ -4,10 +4,10 @@
 use super::RunTrainer;
 use crate::storage::replay::{ReplayConfig, ReplayKind, Sampling};
 use anyhow::bail;
-use shine_agent::dqn::{DqnConfig, TrainOutput};
+use shine_agent::dqn::TrainOutput;
 
 /// Whether the train step can be one CUDA graph, or why not ([`super::TrainerConfig::cuda_graph`]).
-pub fn graph_applies(device: tch::Device, replay: &ReplayConfig, dqn: &DqnConfig) -> Result<(), String> {
+pub fn graph_applies(device: tch::Device, replay: &ReplayConfig) -> Result<(), String> {
     if !device.is_cuda() {
         return Err(format!("it needs a CUDA device (the device is {device:?})"));
     }
@@ -19,9 +19,6 @@ pub fn graph_applies(device: tch::Device, replay: &ReplayConfig, dqn: &DqnConfig
     }
     if replay.sampling != Sampling::Uniform {
         return Err("prioritized sampling is not captured yet (its importance weights follow a host schedule): use [replay] sampling = \"uniform\"".into());
-    }
-    if dqn.optimizer != shine_agent::dqn::OptimizerKind::Rmsprop {
-        return Err("Adam's bias correction is a host number that changes every step: use [dqn] optimizer = \"rmsprop\"".into());
     }
     Ok(())
 }
@@ -96,7 +93,7 @@ mod graph_tests {
         t.samples_per_insert = 0.0;
         r.update_size = 50;
         let mut run = RunTrainer::build(setup_in(tmp.path(), (t, r, d)), device, Box::new(|_| {})).unwrap();
-        assert!(run.use_graph, "on by default on CUDA with the device replay, uniform, RMSProp");
+        assert!(run.use_graph, "on by default on CUDA with the device replay, uniform sampling");
         run.ingest(batch(150, 0)).unwrap();
         for _ in 0..20 {
             run.train_step().unwrap();
