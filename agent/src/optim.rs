@@ -144,7 +144,7 @@ impl Optimizer {
                 let power = |b: f64| (&t * b.ln()).exp();
                 let step_size = ((1.0f64 - power(b1)).reciprocal() * -cfg.lr).to_kind(tch::Kind::Float);
                 let bc2_sqrt = (1.0f64 - power(b2)).sqrt().to_kind(tch::Kind::Float);
-                let _ = count.copy_(&t);
+                count.copy_(&t);
                 let (m, v) = self.slots.split_at_mut(1);
                 let (m, v) = (&mut m[0], &mut v[0]);
                 let _ = m.g_mul_scalar_(b1).g_add_(&(g * (1.0 - b1)));
