@@ -187,6 +187,10 @@ struct Slot {
     /// Uploads received while the run's rate limiter held inserts back (still counted
     /// as queued, so the API keeps answering 503 until they are in).
     pending: VecDeque<Batch>,
+    /// Its step or an insert failed ([`fail`]): it is dropped from the loop. (Not the
+    /// shared `run_stop`, which `Device::remove_run` also sets, before its message: a
+    /// run on its way out must stay until that message writes its final checkpoint.)
+    failed: bool,
 }
 
 impl Slot {
@@ -232,7 +236,7 @@ impl Loop {
                 self.take_pending(i, false);
             }
             let before = self.runs.len();
-            self.runs.retain(|s| !s.shared.run_stop.load(Ordering::Acquire));
+            self.runs.retain(|s| !s.failed);
             if self.runs.len() != before {
                 self.regroup();
             }
@@ -297,7 +301,7 @@ impl Loop {
     /// new group's buffers. A group that cannot be built leaves its runs training alone.
     fn regroup(&mut self) {
         let mut wanted: Vec<(GroupShape, Vec<RunId>)> = Vec::new();
-        for s in self.runs.iter().filter(|s| !s.shared.run_stop.load(Ordering::Acquire)) {
+        for s in self.runs.iter().filter(|s| !s.failed) {
             let Some(shape) = s.run.group_shape() else { continue };
             match wanted.iter_mut().find(|(w, _)| *w == shape) {
                 Some((_, ids)) => ids.push(s.id),
@@ -340,7 +344,7 @@ impl Loop {
                 tracing::info!(run = %run.name(), weight = run.weight(), "run joined the device");
                 self.sched.add(id);
                 let grouping = run.group_shape().is_some();
-                self.runs.push(Slot { id, run: *run, shared, pending: VecDeque::new() });
+                self.runs.push(Slot { id, run: *run, shared, pending: VecDeque::new(), failed: false });
                 if grouping {
                     self.regroup();
                 }
@@ -413,8 +417,8 @@ impl Loop {
         for i in 0..self.runs.len() {
             self.take_pending(i, true);
             let slot = &mut self.runs[i];
-            if slot.shared.run_stop.load(Ordering::Acquire) {
-                continue; // removed, or failed: nothing trustworthy to write
+            if slot.failed {
+                continue; // nothing trustworthy to write
             }
             let r = slot.run.final_checkpoint();
             slot.show();
@@ -430,6 +434,7 @@ impl Loop {
 /// A run's step or insert failed: it stops taking uploads and steps; the rest go on.
 fn fail(slot: &mut Slot, e: anyhow::Error) {
     tracing::error!(run = %slot.run.name(), "run stopped: {e:#}");
+    slot.failed = true;
     slot.shared.run_stop.store(true, Ordering::Release);
     slot.shared.ended();
     // Its queued uploads will never go in: the queue counter says so.

@@ -473,3 +473,33 @@ fn grouped_runs_learn_what_a_run_alone_learns() {
         assert!(last < 3.0 * lone, "run {i}, grouped, fits as well as the run alone: {last} against {lone} ({errors:?})");
     }
 }
+
+/// `remove_run` refuses the run's uploads (its flag) before its message reaches the
+/// device thread; a loop turn that sees the flag first must not drop the run without
+/// its final checkpoint (it did: the removal then found no run and answered Ok).
+#[test]
+fn a_removal_writes_the_final_checkpoint_even_when_the_loop_sees_its_flag_first() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (t, r, d) = small();
+    let device = Device::start(&t, tch::Device::Cpu).unwrap();
+    let setup = RunSetup {
+        name: "a".into(),
+        weight: 1.0,
+        trainer: t.clone(),
+        replay: r,
+        dqn: d,
+        actions: ActionSet::Untouchable,
+        side: shine_agent::Side::Fox,
+        restore: Restore { data_dir: tmp.path().to_path_buf(), ..Default::default() },
+    };
+    let a = device.add_run(setup, false, |_| {}).unwrap();
+    a.reserve(150).unwrap().ingest(batch(150, 0)).unwrap();
+    wait_until(&a, "some steps", |s| s.train_steps > 0);
+    // The flag as remove_run sets it, and loop turns (barriers) before its message.
+    a.shared.run_stop.store(true, Ordering::Release);
+    device.barrier().unwrap();
+    device.barrier().unwrap();
+    device.remove_run(&a).unwrap();
+    assert!(checkpoint::path(tmp.path()).exists(), "the removal wrote the final checkpoint");
+    device.shutdown().unwrap();
+}
