@@ -332,7 +332,9 @@ pub struct DuelingDqn {
 }
 
 /// A forward pass's results that the backward needs: post-ReLU activations and the two
-/// heads' outputs, one row per input.
+/// heads' outputs, one row per input. One network's (`[N, ...]`) or, in a [`Group`],
+/// k networks' stacked (`[k, N, ...]`): rows are the second-to-last dimension and
+/// actions the last, so the same code serves both.
 struct Activations {
     /// `[N, 128]`
     h1: Tensor,
@@ -347,19 +349,19 @@ struct Activations {
 impl Activations {
     /// Rows `start .. start + len` of every activation.
     fn rows(&self, start: i64, len: i64) -> Activations {
-        let r = |t: &Tensor| t.narrow(0, start, len);
+        let r = |t: &Tensor| t.narrow(-2, start, len);
         Activations { h1: r(&self.h1), h2: r(&self.h2), value: r(&self.value), advantage: r(&self.advantage) }
     }
 
     /// Q = V + A - mean(A): the mean keeps V and A identifiable (Wang et al.).
     fn q(&self) -> Tensor {
-        &self.value + &self.advantage - self.advantage.mean_dim(1, true, Kind::Float)
+        &self.value + &self.advantage - self.advantage.mean_dim(-1, true, Kind::Float)
     }
 
     /// Q(s, a) for one action per row (`actions`: `[N, 1]` int64), `[N]`, computed as
     /// [`Activations::q`] would without the other actions' Q values.
     fn q_of(&self, actions: &Tensor) -> Tensor {
-        (&self.value + self.advantage.gather(1, actions, false) - self.advantage.mean_dim(1, true, Kind::Float)).squeeze_dim(1)
+        (&self.value + self.advantage.gather(-1, actions, false) - self.advantage.mean_dim(-1, true, Kind::Float)).squeeze_dim(-1)
     }
 }
 

@@ -29,7 +29,7 @@
 //! equal to the same runs stepped one by one, with differing hyper-parameters, masks
 //! and membership changes.
 
-use super::{Columns, DqnConfig, DqnError, Layout, Learner, LearnerRows, OptimizerKind};
+use super::{Activations, Columns, DqnConfig, DqnError, Layout, Learner, LearnerRows, OptimizerKind};
 use crate::model;
 use tch::{Device, Kind, Tensor};
 
@@ -151,30 +151,6 @@ pub struct Group {
     moves: Vec<bool>,
 }
 
-/// One network's forward over `[k, N, 27]` states: each activation `[k, N, ...]`.
-struct Activations {
-    h1: Tensor,
-    h2: Tensor,
-    value: Tensor,
-    advantage: Tensor,
-}
-
-impl Activations {
-    fn rows(&self, start: i64, len: i64) -> Activations {
-        let r = |t: &Tensor| t.narrow(1, start, len);
-        Activations { h1: r(&self.h1), h2: r(&self.h2), value: r(&self.value), advantage: r(&self.advantage) }
-    }
-
-    fn q(&self) -> Tensor {
-        &self.value + &self.advantage - self.advantage.mean_dim(2, true, Kind::Float)
-    }
-
-    /// Q(s, a) for `actions` (`[k, N, 1]` int64), `[k, N]`.
-    fn q_of(&self, actions: &Tensor) -> Tensor {
-        (&self.value + self.advantage.gather(2, actions, false) - self.advantage.mean_dim(2, true, Kind::Float)).squeeze_dim(2)
-    }
-}
-
 impl Group {
     /// Stack `members` into one group, in that order (row r is `members[r]`), moving
     /// each one's tensors into its row: from now on the learner reads and writes the
@@ -242,7 +218,8 @@ impl Group {
         }
     }
 
-    /// The forward of the k networks stacked in `flat` (`[k, P]`) over `x` (`[k, N, 27]`).
+    /// The forward of the k networks stacked in `flat` (`[k, P]`) over `x` (`[k, N, 27]`):
+    /// each activation `[k, N, ...]`.
     fn activations(&self, flat: &Tensor, x: &Tensor) -> Activations {
         let p = self.layout.stacked_blocks(flat);
         // x W^T + b for each run: the bias as [k, 1, out], broadcast over the rows.
