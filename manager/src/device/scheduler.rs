@@ -24,11 +24,15 @@ impl Scheduler {
         self.vtime.retain(|&(r, _)| r != id);
     }
 
+    /// A run's virtual time (0 for one not added).
+    fn vt(&self, id: RunId) -> f64 {
+        self.vtime.iter().find(|&&(r, _)| r == id).map_or(0.0, |&(_, v)| v)
+    }
+
     /// The run to step next among `ready` (id and weight), charged for the step.
     pub fn pick(&mut self, ready: &[(RunId, f64)]) -> Option<RunId> {
-        let vt = |s: &Self, id: RunId| s.vtime.iter().find(|&&(r, _)| r == id).map_or(0.0, |&(_, v)| v);
-        let &(id, weight) = ready.iter().min_by(|a, b| vt(self, a.0).total_cmp(&vt(self, b.0)))?;
-        let floor = vt(self, id);
+        let &(id, weight) = ready.iter().min_by(|a, b| self.vt(a.0).total_cmp(&self.vt(b.0)))?;
+        let floor = self.vt(id);
         for (r, v) in &mut self.vtime {
             if *r == id {
                 *v += 1.0 / weight;
@@ -46,8 +50,7 @@ impl Scheduler {
     /// in every grouped step, one of weight 1 beside it in every other); each member
     /// that moves is charged for its step.
     pub fn with_group(&mut self, picked: RunId, members: &[RunId], ready: &[(RunId, f64)]) -> Vec<bool> {
-        let vt = |s: &Self, id: RunId| s.vtime.iter().find(|&&(r, _)| r == id).map_or(0.0, |&(_, v)| v);
-        let bar = vt(self, picked);
+        let bar = self.vt(picked);
         members
             .iter()
             .map(|&m| {
@@ -55,7 +58,7 @@ impl Scheduler {
                     return true;
                 }
                 let Some(&(_, weight)) = ready.iter().find(|&&(r, _)| r == m) else { return false };
-                let moves = vt(self, m) <= bar;
+                let moves = self.vt(m) <= bar;
                 if moves {
                     if let Some((_, v)) = self.vtime.iter_mut().find(|(r, _)| *r == m) {
                         *v += 1.0 / weight;
