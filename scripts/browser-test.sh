@@ -135,20 +135,13 @@ token=browser-test-token
 hang_secs=600
 
 # Starts the manager with its log in $tmp/$1 (and --listen $2, if given) and waits
-# until it listens: sets manager (its pid) and url.
+# until it listens (scripts/harness.py, within its HANG_SECS): sets manager (its pid) and url.
 start_manager() {
     "$bin/shine-manager" --config "$tmp/manager.toml" --token "$token" ${2:+--listen "$2"} >"$tmp/$1" 2>&1 &
     manager=$!
     pids+=("$manager")
-    url=
-    local deadline=$((SECONDS + hang_secs))
-    while [ "$SECONDS" -lt "$deadline" ]; do
-        url=$(sed -n 's/^shine-manager listening on \(http:[^ ]*\)$/\1/p' "$tmp/$1" | head -n1)
-        [ -n "$url" ] && break
-        kill -0 "$manager" 2>/dev/null || { cat "$tmp/$1" >&2; echo "shine-manager exited" >&2; exit 1; }
-        sleep 0.1
-    done
-    [ -n "$url" ] || { cat "$tmp/$1" >&2; echo "shine-manager did not come up" >&2; exit 1; }
+    # (Port 0: the address is the one its log names.)
+    url=$(python3 scripts/harness.py wait-manager --pid "$manager" --log "$tmp/$1") || exit 1
     echo "    $url" >&2
 }
 

@@ -85,16 +85,11 @@ set -m # a process group of their own for what starts here (see above)
     >"$data/logs/manager.log" 2>&1 &
 pids+=($!)
 set +m
-for _ in $(seq 1 100); do
-    if python3 -c "import urllib.request,sys; urllib.request.urlopen('$url/healthz', timeout=1)" 2>/dev/null; then break; fi
-    if ! kill -0 "${pids[0]}" 2>/dev/null; then
-        pids=()
-        echo "error: shine-manager exited; its log:" >&2
-        tail -n 20 "$data/logs/manager.log" >&2
-        exit 1
-    fi
-    sleep 0.2
-done
+# Until it answers; if it exits instead, the harness prints its log's end.
+if ! python3 scripts/harness.py wait-manager --pid "${pids[0]}" --log "$data/logs/manager.log" --url "$url" >/dev/null; then
+    kill -0 "${pids[0]}" 2>/dev/null || pids=()
+    exit 1
+fi
 
 set -m
 for i in $(seq 1 "$workers"); do

@@ -22,14 +22,13 @@ the separate managers, and against one run alone.
 """
 import argparse
 import os
-import secrets
 import statistics
 import subprocess
 import sys
 import time
-import urllib.request
 
-from soak import ROOT, build, get_json, rss_mb
+import harness
+from harness import ROOT, get_json, rss_mb
 
 TRAINER = """
 [trainer]
@@ -63,19 +62,6 @@ update_size = 1000
     return text
 
 
-def wait_up(url, proc, log):
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            sys.exit(f"a manager exited; its log: {log}")
-        try:
-            if urllib.request.urlopen(url + "/healthz", timeout=2).read() == b"ok":
-                return
-        except OSError:
-            time.sleep(0.3)
-    sys.exit(f"a manager did not come up; its log: {log}")
-
-
 def gpu_mb(pids):
     """GPU memory the managers hold, as nvidia-smi reports it (None without a GPU)."""
     try:
@@ -97,7 +83,7 @@ def steps(urls):
 
 
 def trial(bindir, k, mode, args, base_port, workdir):
-    token = secrets.token_hex(8)
+    token = harness.token()
     names = [f"r{i + 1}" for i in range(k)]
     managers = [(base_port, names)] if mode != "separate" else [(base_port + i, [n]) for i, n in enumerate(names)]
     procs, urls, mpids = [], [], []
@@ -115,7 +101,10 @@ def trial(bindir, k, mode, args, base_port, workdir):
             procs.append(p)
             mpids.append(p.pid)
             url = f"http://127.0.0.1:{port}"
-            wait_up(url, p, log)
+            try:
+                harness.wait_manager(p.pid, log, url)
+            except harness.ManagerDown as e:
+                sys.exit(f"k={k} {mode}: {e}")
             urls.append(url)
             for r in runs:
                 wlog = os.path.join(d, f"worker-{r}.log")
@@ -162,7 +151,7 @@ def main():
     ap.add_argument("--dir", default="data/runs-bench", help="data and logs (data/runs-bench)")
     args = ap.parse_args()
 
-    bindir = args.bin or build()
+    bindir = args.bin or harness.build()
     workdir = os.path.join(ROOT, args.dir)
     print(f"device {args.device}; {args.secs:g} s measured after {args.warmup_secs:g} s of training; capacity {args.capacity:,}", flush=True)
     print(f"{'k':>2} {'mode':<19} {'steps/s total':>13} {'per run (min..max)':>20} {'spread':>7} {'min/fair':>8} {'RSS MB':>7} {'GPU MB':>7}", flush=True)

@@ -12,44 +12,16 @@ warm-up sample and the end. docs/benchmarks.md ("Memory soak") has the figures.
 """
 import argparse
 import base64
-import json
 import os
 import re
-import secrets
-import signal
+import shutil
 import socket
-import subprocess
 import sys
 import threading
 import time
-import urllib.request
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def build():
-    """Release builds of both binaries (the worker on its own, without libtorch); the
-    folder they are in."""
-    print("==> building shine-manager and shine-worker (release)", file=sys.stderr, flush=True)
-    out = subprocess.run(
-        ["bash", "-c", ". scripts/env.sh && cargo build --release -p shine-manager >&2 && "
-         "cargo build --release -p shine-worker >&2 && echo \"${CARGO_TARGET_DIR:-target}/release\""],
-        cwd=ROOT, check=True, stdout=subprocess.PIPE, text=True)
-    return os.path.join(ROOT, out.stdout.strip().splitlines()[-1])
-
-
-def rss_mb(pid):
-    """Resident memory of a process in MB (VmRSS), None once it has exited."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            kib = int(re.search(r"^VmRSS:\s+(\d+)", f.read(), re.M).group(1))
-        return kib / 1024
-    except (OSError, AttributeError):
-        return None
-
-
-def get_json(url):
-    return json.load(urllib.request.urlopen(url, timeout=10))
+import harness
+from harness import ROOT, get_json, rss_mb
 
 
 def watch_live(host, port, worker_id, stop, frames):
@@ -104,49 +76,29 @@ def main():
     ap.add_argument("--warmup-minutes", type=float, default=5, help="the sample taken as 'after warm-up' (5)")
     ap.add_argument("--port", type=int, default=8099)
     ap.add_argument("--dir", default="data/soak", help="data and logs (data/soak, emptied first)")
+    ap.add_argument("--bin", help="a folder with shine-manager and shine-worker already built (default: build release here)")
     args = ap.parse_args()
 
-    bindir = build()
+    bindir = args.bin or harness.build()
     data = os.path.join(ROOT, args.dir)
-    subprocess.run(["rm", "-rf", data], check=True)
+    shutil.rmtree(data, ignore_errors=True)
     os.makedirs(os.path.join(data, "logs"))
     with open(os.path.join(ROOT, "configs/demo.toml")) as f:
         config = re.sub(r"^publish_every = \d+", f"publish_every = {args.publish_every}", f.read(), flags=re.M)
     cfg_path = os.path.join(data, "soak.toml")
     with open(cfg_path, "w") as f:
         f.write(config)
-    token = secrets.token_hex(16)
+    token = harness.token()
     url = f"http://127.0.0.1:{args.port}"
-    procs = []
     stop = threading.Event()
-
-    def finish(*_):
-        stop.set()
-        for name, p in reversed(procs):
-            p.send_signal(signal.SIGTERM)
-        for name, p in procs:
-            try:
-                p.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                p.kill()
-
-    signal.signal(signal.SIGINT, lambda *_: (finish(), sys.exit(130)))
-    signal.signal(signal.SIGTERM, lambda *_: (finish(), sys.exit(143)))
-    log = lambda n: open(os.path.join(data, "logs", n + ".log"), "w")
-    procs.append(("manager", subprocess.Popen(
-        [os.path.join(bindir, "shine-manager"), "--config", cfg_path, "--listen", f"127.0.0.1:{args.port}",
-         "--data-dir", data, "--token", token], stdout=log("manager"), stderr=subprocess.STDOUT)))
-    for _ in range(300):
-        try:
-            urllib.request.urlopen(url + "/healthz", timeout=1)
-            break
-        except OSError:
-            time.sleep(0.2)
+    fleet = harness.Fleet()
+    log = lambda n: os.path.join(data, "logs", n + ".log")
+    fleet.start_manager([os.path.join(bindir, "shine-manager"), "--config", cfg_path, "--listen", f"127.0.0.1:{args.port}",
+                         "--data-dir", data, "--token", token], log("manager"), url)
     for i in range(1, args.workers + 1):
-        procs.append((f"worker-{i}", subprocess.Popen(
-            [os.path.join(bindir, "shine-worker"), "run", "--manager", url, "--token", token, "--envs", "1",
-             "--seed", str(i), "--spool-dir", os.path.join(data, f"spool-{i}")],
-            stdout=log(f"worker-{i}"), stderr=subprocess.STDOUT)))
+        fleet.start_worker([os.path.join(bindir, "shine-worker"), "run", "--manager", url, "--token", token, "--envs", "1",
+                            "--seed", str(i), "--spool-dir", os.path.join(data, f"spool-{i}")], log(f"worker-{i}"))
+    procs = [("manager", fleet.manager)] + [(f"worker-{i}", w) for i, w in enumerate(fleet.workers, 1)]
     # Watch the first worker's live match, as a browser would, for the whole soak.
     live_frames = [0]
     for _ in range(100):
@@ -179,7 +131,8 @@ def main():
                 break
             time.sleep(args.sample_secs - (time.monotonic() - started) % args.sample_secs)
     finally:
-        finish()
+        stop.set()
+        fleet.stop()
     first = samples[0]
     warm = next((s for s in samples if s[0] >= args.warmup_minutes), samples[-1])
     last = samples[-1]

@@ -115,6 +115,29 @@ lane_a() {
     grep -qE '^rates: .*\([1-9][0-9]{0,2}(,[0-9]{3})+ steps, [1-9][0-9,]* transitions in' "$gpu_out/learn/seed-1/result.txt" \
         || { cat "$gpu_out/learn/seed-1/result.txt"; echo "gpu-learn.sh: seed 1 did not count 1,000 train steps and its transitions" >&2; return 1; }
     rm -rf "$gpu_out"
+
+    step "tests: the experiment driver's self-play and league presets, in a small form"
+    # Each end to end with real processes, for seconds rather than an hour: the self-play
+    # run's four evaluations, a fight run's model for the league, and the league's table.
+    exp_out=$(mktemp -d)
+    scripts/selfplay.sh --seconds 20 --eval-episodes 4 --bin "$debug" --data "$exp_out/selfplay" >"$exp_out/selfplay.txt" 2>&1 \
+        || { cat "$exp_out/selfplay.txt"; echo "selfplay.sh failed" >&2; return 1; }
+    [ "$(grep -cE ': won [0-9.]+ % \([0-9]+/4\)' "$exp_out/selfplay/result.txt")" = 4 ] \
+        || { cat "$exp_out/selfplay/result.txt"; echo "selfplay.sh: not the four evaluations" >&2; return 1; }
+    scripts/learn.sh --config configs/fight.toml --seconds 15 --eval-episodes 4 --no-baselines --bin "$debug" --data "$exp_out/fight" \
+        >"$exp_out/fight.txt" 2>&1 || { cat "$exp_out/fight.txt"; echo "learn.sh (fight) failed" >&2; return 1; }
+    scripts/selfplay-league.sh "$exp_out/selfplay" "$exp_out/fight" --matches 12 --bin "$debug" --data "$exp_out/league" \
+        >"$exp_out/league.txt" 2>&1 || { cat "$exp_out/league.txt"; echo "selfplay-league.sh failed" >&2; return 1; }
+    # At least the matches asked for, and a row for each of the three models.
+    python3 - "$exp_out/league.txt" <<'PY' || { cat "$exp_out/league.txt"; echo "selfplay-league.sh: not the table" >&2; return 1; }
+import re, sys
+text = open(sys.argv[1]).read()
+played = re.search(r"^(\d+) matches$", text, re.M)
+assert played and int(played.group(1)) >= 12, "fewer matches than asked for"
+for model in ("fox v", "marth v", "fox-cpu v"):
+    assert re.search(rf"^{model}\d+ \(\w+\) +\d+ ", text, re.M), model
+PY
+    rm -rf "$exp_out"
 }
 lane_b() {
     step "tests: worker (built without libtorch)"

@@ -1,0 +1,607 @@
+#!/usr/bin/env python3
+"""Shine's experiment driver: builds (or takes --bin), starts a manager and workers on
+this machine, polls the manager's progress, evaluates the trained bots and tabulates.
+Each experiment is a preset of it; the scripts of the same names run them:
+
+    scripts/experiment.py learn [MINUTES] ...       scripts/learn.sh: one learning run
+    scripts/experiment.py seeds SEED... ...         scripts/learn-seeds.sh: several seeds, one table
+    scripts/experiment.py gpu-learn ...             scripts/gpu-learn.sh: a GPU learner and a fleet
+    scripts/experiment.py selfplay [MINUTES] ...    scripts/selfplay.sh: two runs against each other
+    scripts/experiment.py league SELFPLAY BASELINE  scripts/selfplay-league.sh: the league's table
+
+`scripts/experiment.py PRESET --help` lists each one's options. docs/learning.md says
+what each measures and docs/lab-notebook.md records the runs.
+"""
+import argparse
+import bisect
+import csv
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+
+import harness
+from harness import ROOT, get_json
+
+
+def binaries(args):
+    """The folder with shine-manager and shine-worker: --bin, else fresh release builds."""
+    return args.bin or harness.build()
+
+
+def fresh_dir(path):
+    """path emptied (a run's data folder starts empty), with its logs folder."""
+    shutil.rmtree(path, ignore_errors=True)
+    os.makedirs(os.path.join(path, "logs"), exist_ok=True)
+
+
+def fail(message, status=1):
+    """Ends the experiment with message; status 2 for what was asked (a missing file),
+    1 for what went wrong."""
+    print(f"{PROG}: {message}", file=sys.stderr)
+    sys.exit(status)
+
+
+def pct(v):
+    return "-" if v is None else f"{100 * v:.0f} %"
+
+
+class Tee:
+    """Lines to the terminal and to a file, as `| tee FILE` would."""
+
+    def __init__(self, path, mode="w"):
+        self.file = open(path, mode)
+
+    def __call__(self, text):
+        if text == "":  # a command that printed nothing adds no line
+            return
+        text = text if text.endswith("\n") else text + "\n"
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        self.file.write(text)
+        self.file.flush()
+
+
+def tool(bindir, *args):
+    """A shine-worker play/eval command's report (its stdout; its progress on stderr is
+    dropped). A command that fails ends the experiment with its message."""
+    p = subprocess.run([os.path.join(bindir, "shine-worker"), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if p.returncode != 0:
+        fail(f"shine-worker {' '.join(args)} failed (status {p.returncode}):\n{p.stderr[-2000:]}")
+    return p.stdout
+
+
+def train_until(limit, stop_at_steps, poll):
+    """Calls poll() every minute (every 2 s with a step count to stop at, or every
+    `limit` seconds under a minute) until `limit` seconds have passed or poll returns a
+    reason to stop, which is printed; returns the seconds trained."""
+    start = time.time()
+    tick = 2 if stop_at_steps else min(limit, 60)
+    while time.time() - start < limit:
+        time.sleep(tick)
+        reason = poll(start)
+        if reason:
+            print(reason, flush=True)
+            break
+    return start, int(time.time() - start)
+
+
+# ---------------------------------------------------------------------------- learn
+
+
+def learn(args):
+    """One learning run (docs/learning.md): train, write the curve, evaluate, tabulate."""
+    if not os.path.isfile(args.config):
+        fail(f"no config file {args.config}", 2)
+    base_text = open(args.config).read()
+    if args.prioritized and re.search(r"^\[replay\]", base_text, re.M):
+        fail(f"--prioritized adds a [replay] table, but {args.config} has one: set sampling = \"prioritized\" there instead", 2)
+    found = re.search(r'^task *= *"(.*)"', base_text, re.M)
+    task = found.group(1) if found else "untouchable"
+    limit = args.seconds if args.seconds is not None else int(args.minutes * 60)
+    episodes = args.eval_episodes
+    bindir = binaries(args)
+
+    data = args.data
+    fresh_dir(data)
+    config = args.config
+    if args.prioritized:
+        # The config has no [replay] table (checked above): one appended is the only change.
+        config = os.path.join(data, "manager.toml")
+        with open(config, "w") as f:
+            f.write(base_text + '\n[replay]\nsampling = "prioritized"\n')
+    token = harness.token()
+    url = "http://127.0.0.1:8090"
+    logs = os.path.join(data, "logs")
+    described = (f"{args.config}, task {task}, worker seed {args.seed}, {args.workers} worker(s) x {args.envs} env(s)"
+                 f"{', device ' + args.device if args.device else ''}{', prioritized replay' if args.prioritized else ''}")
+    with harness.Fleet() as fleet:
+        fleet.start_manager([os.path.join(bindir, "shine-manager"), "--config", config, "--data-dir", data, "--token", token,
+                             *(["--device", args.device] if args.device else [])], os.path.join(logs, "manager.log"), url)
+        for i in range(args.workers):
+            # The first worker's log keeps its old name (docs/lab-notebook.md cites worker.log).
+            log = os.path.join(logs, "worker.log" if i == 0 else f"worker-{i}.log")
+            fleet.start_worker([os.path.join(bindir, "shine-worker"), "run", "--manager", url, "--token", token, "--envs", args.envs,
+                                "--seed", str(args.seed + 1000 * i), "--spool-dir", os.path.join(data, f"spool-{i}")], log)
+
+        print(f"training for {limit // 60} min {limit % 60} s"
+              f"{f' (or until the evaluation window reaches {args.stop_at})' if args.stop_at is not None else ''}"
+              f"{f' (or until {args.stop_at_steps} train steps)' if args.stop_at_steps else ''}, "
+              f"{described} (logs in {logs})", flush=True)
+
+        def progress(start):
+            try:
+                s = get_json(url + "/api/v1/stats?since=9e99")["current"]
+            except OSError as e:  # a busy manager: skip this line, the run goes on
+                print(f"(no progress line: {e})", file=sys.stderr, flush=True)
+                return None
+            print(f"{(time.time() - start) / 60:5.1f} min  steps {s['train_steps']:>9,}  inserted {s['transitions_inserted']:>10,}  "
+                  f"model v{s['model_version']}  loss {s['loss'] or 0:.4f}  training reward {s['episode_reward'] or 0:.2f}  "
+                  f"survival: training {pct(s['train_survival'])}, evaluation {pct(s['eval_survival'])}", flush=True)
+            if args.stop_at is not None and s["eval_survival"] is not None and s["eval_survival"] >= args.stop_at:
+                return f"the evaluation window reached {args.stop_at}: training stops here"
+            if args.stop_at_steps and s["train_steps"] >= args.stop_at_steps:
+                return f"the manager counted {args.stop_at_steps} train steps: training stops here"
+            return None
+
+        start, elapsed = train_until(limit, args.stop_at_steps, progress)
+        # The learner's and the fleet's rates over the whole run, from the manager's counters.
+        c = get_json(url + "/api/v1/stats?since=9e99")["current"]
+        secs = max(float(elapsed), 1.0)
+        rates = (f"rates: {c['train_steps'] / secs:.0f} train steps/s, {c['transitions_inserted'] / secs:.0f} transitions/s inserted "
+                 f"({c['train_steps']:,} steps, {c['transitions_inserted']:,} transitions in {secs:.0f} s)")
+        write_curve(get_json(url + "/api/v1/history/default?max_points=100000", timeout=60), start, os.path.join(data, "curve.csv"))
+        final = os.path.join(data, "final.safetensors")
+        harness.download(url + "/api/v1/models/latest", final)
+
+    say = Tee(os.path.join(data, "result.txt"))
+    say(f"training: {elapsed // 60} minutes ({described}); evaluation: {episodes} episodes at CPU level 9, seeds 1000000..")
+    say(rates)
+    rows = list(csv.DictReader(open(os.path.join(data, "curve.csv"))))
+
+    def first(column):
+        r = next((r for r in rows if r[column] and float(r[column]) >= 0.9), None)
+        return f"minute {float(r['minutes']):.1f} ({int(r['train_steps']):,} steps)" if r else "never"
+    say(f"first at 90 % survival: the evaluation window at {first('eval_survival')}, the last minute's models at {first('minute_eval_survival')}")
+    say(tool(bindir, "eval", "--model", final, "--task", task, "--episodes", str(episodes), "--cpu-level", "9"))
+    if args.baselines:
+        if task == "fight":
+            policies = [["--policy", "idle"], ["--policy", "random"], ["--policy", "cpu", "--bot-level", "1"], ["--policy", "cpu", "--bot-level", "9"]]
+        else:
+            policies = [["--policy", "idle"], ["--policy", "random"], ["--policy", "dodge"]]
+        for policy in policies:
+            say(tool(bindir, "play", "--task", task, *policy, "--episodes", str(episodes), "--cpu-level", "9", "--seed", "1000000", "--quiet"))
+
+
+def write_curve(history, start, path):
+    """The learning curve, from the manager's own time series. eval_survival is the
+    manager's window (its last [stats] recent_episodes = 1,000 evaluation episodes),
+    which spans several minutes of models and so trails the models' own level;
+    minute_eval_survival is the evaluation episodes of the models published in the 60 s
+    before the sample (each model's record, from the history; blank under 20 episodes):
+    noisier, without the lag."""
+    series, evals = history["series"], {e["version"]: e for e in history["evals"]}
+    times = [s["t"] for s in series]
+
+    def minute_eval(i):
+        """Survival over the evaluation episodes of the models published in (t - 60, t]."""
+        before = bisect.bisect_right(times, times[i] - 60) - 1
+        first = series[before]["model_version"] + 1 if before >= 0 else 1
+        played = [evals[v] for v in range(first, series[i]["model_version"] + 1) if v in evals]
+        episodes = sum(e["episodes"] for e in played)
+        # Fewer than 20 episodes is too few to read (3 of 3 is not 100 %).
+        return sum(e["survived"] for e in played) / episodes if episodes >= 20 else None
+
+    blank = lambda v: "" if v is None else v
+    with open(path, "w") as f:
+        f.write("minutes,train_steps,transitions_inserted,model_version,eval_survival,minute_eval_survival,train_survival,episode_reward\n")
+        for i, s in enumerate(series):
+            f.write(f"{(s['t'] - int(start)) / 60:.2f},{s['train_steps']},{s['transitions_inserted']},{s['model_version']},"
+                    f"{blank(s['eval_survival'])},{blank(minute_eval(i))},{blank(s['train_survival'])},{blank(s['episode_reward'])}\n")
+
+
+# ---------------------------------------------------------------------------- seeds
+
+
+def seeds(args):
+    """learn once per seed, back to back, then one table of how each learned."""
+    label = args.label or ("prioritized" if args.prioritized else "uniform")
+    out = args.out or f"data/learn-seeds/{label}"
+    os.makedirs(out, exist_ok=True)
+    # The table's heading names the minutes as learn-seeds.sh always has.
+    shown = str(round(args.seconds / 60, 2)) if args.seconds is not None else f"{args.minutes:g}"
+    args.bin = binaries(args)  # built once for every seed
+    for s in args.seeds:
+        print(f"=== seed {s} ({label}) ===", flush=True)
+        args.seed, args.data = s, f"{out}/seed-{s}"
+        learn(args)
+    say = Tee(os.path.join(out, "summary.md"))
+    say(seeds_table(out, label, shown, args.stop_at, args.seeds))
+
+
+def seeds_table(out, label, minutes, stop_at, seeds):
+    """The table of several seeds' runs under out/seed-N/, from their curve.csv and
+    result.txt: when each first reached 90 %, the final model at level 9, the rates;
+    then the medians and the spread."""
+    stop_at = "" if stop_at is None else f"{stop_at:g}"
+    rows, firsts, models_firsts = [], [], []
+    for s in seeds:
+        d = f"{out}/seed-{s}"
+        with open(f"{d}/curve.csv") as f:
+            curve = list(csv.DictReader(f))
+
+        def crossing(column):
+            r = next((r for r in curve if r.get(column) and float(r[column]) >= 0.9), None)
+            return (float(r["minutes"]), int(r["train_steps"])) if r else None
+        first, models_first = crossing("eval_survival"), crossing("minute_eval_survival")
+        text = open(f"{d}/result.txt").read()
+        m = re.search(r"^model v(\d+), CPU level 9: full-minute survival ([\d.]+) % \((\d+)/(\d+)\), 95 % interval ([\d.]+-[\d.]+) %", text, re.M)
+        trained = re.search(r"^training: (\d+) minutes", text, re.M).group(1)
+        final = f"v{m.group(1)}: {m.group(2)} % ({m.group(3)}/{m.group(4)}), {m.group(5)} %" if m else "(no evaluation)"
+        r = re.search(r"^rates: (\d+) train steps/s, (\d+) transitions/s", text, re.M)
+        rates = (r.group(1), r.group(2)) if r else ("-", "-")
+        rows.append((s, trained, first, models_first, final, bool(m) and float(m.group(2)) >= 90.0, rates))
+        firsts.append(first)
+        models_firsts.append(models_first)
+    lines = [f"## {label}: {len(seeds)} seeds of scripts/learn.sh {minutes}{' --stop-at ' + stop_at if stop_at else ''}\n",
+             "| worker seed | trained (min) | evaluation window first >= 90 % | last minute's models first >= 90 % | final model at level 9 (greedy, seeds 1,000,000..) | train steps/s | transitions/s |",
+             "|---:|---:|---|---|---|---:|---:|"]
+    when = lambda first: f"minute {first[0]:.1f} ({first[1]:,} steps)" if first else "never"
+    for s, trained, first, models_first, final, _, (sps, tps) in rows:
+        lines.append(f"| {s} | {trained} | {when(first)} | {when(models_first)} | {final} | {sps} | {tps} |")
+    reached = sum(1 for r in rows if r[5])
+    lines.append(f"\nfinal model >= 90 %: {reached} of {len(rows)} seeds")
+    # A seed that never got there counts as later than any that did.
+    never = float("inf")
+    show = lambda m: f"after {minutes}" if m == never else f"{m:.1f}"
+    for what, got in [("evaluation window", firsts), ("last minute's models", models_firsts)]:
+        all_minutes = sorted(f[0] if f else never for f in got)
+        lines.append(f"{what} first >= 90 %: median minute {show(statistics.median_low(all_minutes))}, "
+                     f"spread {show(all_minutes[0])} to {show(all_minutes[-1])} ({sum(1 for f in got if f)} of {len(got)} seeds got there)")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------- gpu-learn
+
+
+def gpu_learn(args):
+    """The seeds preset with a GPU learner and as many workers as leave it a core or
+    two; the seeds' output goes to a log, the table to the terminal."""
+    device = args.device or ("cuda" if subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode == 0 else "cpu")
+    workers = args.workers if args.workers != "auto" else max(os.cpu_count() - 2, 1)
+    out = os.environ.get("OUT", "data/gpu-learn")
+    os.makedirs(out, exist_ok=True)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip() or "unknown"
+    say = Tee(os.path.join(out, "machine.txt"))
+    say(f"commit {commit}, {datetime.now(timezone.utc):%Y-%m-%dT%H:%MZ}, {os.cpu_count()} cores")
+    if device.startswith("cuda"):
+        say(subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+                           capture_output=True, text=True).stdout)
+    per_seed = f"{args.seconds:g} s" if args.seconds is not None else f"{args.minutes:g} min"
+    say(f"device {device}, {workers} worker(s) x {args.envs} env(s), {args.config}, stop at {args.stop_at:g}, at most {per_seed} a seed")
+
+    command = [sys.executable, os.path.join(ROOT, "scripts", "experiment.py"), "seeds",
+               *(["--seconds", str(args.seconds)] if args.seconds is not None else ["--minutes", str(args.minutes)]),
+               "--config", args.config, "--stop-at", str(args.stop_at), "--out", out, "--label", f"gpu-learn ({device})",
+               "--device", device, "--workers", str(workers), "--envs", args.envs, "--eval-episodes", str(args.eval_episodes),
+               *(["--bin", args.bin] if args.bin else []),
+               *(["--stop-at-steps", str(args.stop_at_steps)] if args.stop_at_steps else []),
+               *([] if args.baselines else ["--no-baselines"]), *args.seeds.split()]
+    log = os.path.join(out, "learn-seeds.log")
+    with open(log, "w") as f:
+        rc = subprocess.run(command, stdout=f, stderr=subprocess.STDOUT).returncode
+    if rc != 0:
+        sys.stderr.write("".join(open(log, errors="replace").readlines()[-40:]))
+        fail(f"a seed failed; its logs are under {out}")
+    sys.stdout.write(open(os.path.join(out, "summary.md")).read())
+
+
+# ---------------------------------------------------------------------------- selfplay
+
+
+def selfplay(args):
+    """configs/selfplay.toml (a Fox run and a Marth run, each the other's opponent), one
+    worker per run, then each run's last model against the CPU and against the other."""
+    if args.baseline and not os.path.isfile(args.baseline):
+        fail(f"no model file {args.baseline}", 2)
+    limit = args.seconds if args.seconds is not None else args.minutes * 60
+    episodes = args.eval_episodes
+    bindir = binaries(args)
+    data = args.data
+    # Read before the data folder is emptied: the baseline may live under it.
+    baseline = open(args.baseline, "rb").read() if args.baseline else None
+    fresh_dir(data)
+    if baseline is not None:
+        with open(os.path.join(data, "baseline-fox.safetensors"), "wb") as f:
+            f.write(baseline)
+    token = harness.token()
+    url = "http://127.0.0.1:8091"
+    logs = os.path.join(data, "logs")
+    runs = ["fox", "marth"]
+    seeds = f"worker seeds {args.seed} and {args.seed + 1000}"
+    with harness.Fleet() as fleet:
+        fleet.start_manager([os.path.join(bindir, "shine-manager"), "--config", "configs/selfplay.toml", "--data-dir", data,
+                             "--token", token], os.path.join(logs, "manager.log"), url)
+        for i, run in enumerate(runs):
+            fleet.start_worker([os.path.join(bindir, "shine-worker"), "run", "--manager", url, "--token", token, "--run", run,
+                                "--envs", args.envs, "--seed", str(args.seed + 1000 * i), "--spool-dir", os.path.join(data, f"spool-{run}"),
+                                "--stats-file", os.path.join(logs, f"worker-{run}.json")], os.path.join(logs, f"worker-{run}.log"))
+        say = Tee(os.path.join(data, "progress.log"))
+        say(f"self-play for {limit // 60} min {limit % 60} s, configs/selfplay.toml, {seeds}, {args.envs} env(s) each (logs in {logs})")
+
+        def progress(start):
+            line = [f"{(time.time() - start) / 60:5.1f} min"]
+            for run in runs:
+                try:
+                    s = get_json(f"{url}/api/v1/runs/{run}/stats?since=9e99")["current"]
+                except OSError as e:  # a busy manager: skip this line, the run goes on
+                    print(f"(no progress line: {e})", file=sys.stderr, flush=True)
+                    return None
+                line.append(f"{run}: steps {s['train_steps']:>9,}  inserted {s['transitions_inserted']:>10,}  v{s['model_version']}  "
+                            f"training reward {s['episode_reward'] or 0:.2f}  evaluation (minute lasted) {pct(s['eval_survival'])}")
+            say(" | ".join(line))
+            return None
+
+        _, elapsed = train_until(limit, None, progress)
+        for run in runs:
+            harness.download(f"{url}/api/v1/runs/{run}/models/latest", os.path.join(data, f"{run}.safetensors"))
+
+    fox, marth = os.path.join(data, "fox.safetensors"), os.path.join(data, "marth.safetensors")
+    say = Tee(os.path.join(data, "result.txt"))
+    say(f"self-play: {elapsed // 60} minutes (configs/selfplay.toml, {seeds}, {args.envs} env(s) each); {episodes} matches each, seeds 1000000..")
+    ev = lambda *a: say(tool(bindir, "eval", "--episodes", str(episodes), *a))
+    ev("--model", fox, "--opponent", "cpu:9")
+    ev("--model", marth, "--opponent", "cpu:9")
+    say(tool(bindir, "play", "--task", "fight", "--policy", "cpu", "--bot-level", "9", "--side", "marth", "--opponent", "cpu:9",
+             "--episodes", str(episodes), "--seed", "1000000", "--quiet"))
+    ev("--model", fox, "--opponent", f"model:{marth}")
+    if baseline is not None:
+        ev("--model", os.path.join(data, "baseline-fox.safetensors"), "--opponent", f"model:{marth}")
+
+
+# ---------------------------------------------------------------------------- league
+
+
+LEAGUE_CONFIG = """[server]
+listen = "127.0.0.1:{port}"
+[game]
+action_set = "fight"
+task = "fight"
+[registry]
+keep_last = 1
+keep_best = 0
+keep_best_rated = 0
+[league]
+# Half of each worker's time; the other half idles (their runs are paused).
+share = 0.5
+[dqn]
+n_step = 5
+[[runs]]
+name = "fox"
+paused = true
+[[runs]]
+name = "marth"
+paused = true
+game = {{ side = "marth" }}
+[[runs]]
+name = "fox-cpu"
+paused = true
+"""
+
+
+def league(args):
+    """A manager whose runs hold only the final models of a self-play run's two runs and
+    of a Fox trained against the CPU alone, paused (nothing trains), with workers that
+    play nothing but league matches; the table once the league has played enough."""
+    bindir = binaries(args)
+    data = args.data
+    shutil.rmtree(data, ignore_errors=True)
+
+    def take(source, run):
+        # Each run: its checkpoint (so that the manager resumes it rather than publishing
+        # fresh weights) and its newest model file only.
+        if not os.path.isfile(os.path.join(source, "checkpoint", "checkpoint.safetensors")):
+            fail(f"no checkpoint in {source}", 2)
+        models = os.path.join(data, "runs", run, "models")
+        os.makedirs(models)
+        shutil.copytree(os.path.join(source, "checkpoint"), os.path.join(data, "runs", run, "checkpoint"))
+        newest = sorted(n for n in os.listdir(os.path.join(source, "models")) if re.fullmatch(r"model-.*\.safetensors", n))[-1]
+        shutil.copy(os.path.join(source, "models", newest), models)
+        print(f"{run}: {newest} from {source}", flush=True)
+    take(os.path.join(args.selfplay_dir, "runs", "fox"), "fox")
+    take(os.path.join(args.selfplay_dir, "runs", "marth"), "marth")
+    take(os.path.join(args.baseline_dir, "runs", "default"), "fox-cpu")
+
+    port = 8092
+    token = harness.token()
+    url = f"http://127.0.0.1:{port}"
+    config = os.path.join(data, "manager.toml")
+    with open(config, "w") as f:
+        f.write(LEAGUE_CONFIG.format(port=port))
+    with harness.Fleet() as fleet:
+        fleet.start_manager([os.path.join(bindir, "shine-manager"), "--config", config, "--data-dir", data, "--token", token],
+                            os.path.join(data, "manager.log"), url)
+        for i in range(2):
+            fleet.start_worker([os.path.join(bindir, "shine-worker"), "run", "--manager", url, "--token", token, "--run", "fox",
+                                "--envs", "1", "--seed", str(100 + i), "--spool-dir", os.path.join(data, f"spool-{i}")],
+                               os.path.join(data, f"worker-{i}.log"))
+        print(f"playing {args.matches} league matches (logs in {data})", flush=True)
+        while True:
+            if fleet.manager.poll() is not None:
+                fail(f"shine-manager exited; see {data}/manager.log")
+            try:
+                if get_json(url + "/api/v1/league")["matches"] >= args.matches:
+                    break
+            except OSError:  # a busy manager: ask again
+                pass
+            time.sleep(10)
+        harness.download(url + "/api/v1/league", os.path.join(data, "league.json"), timeout=20)
+    with open(os.path.join(data, "league.json")) as f:
+        print(league_table(json.load(f)))
+
+
+def league_table(t):
+    """GET /api/v1/league as text: the ratings, then head to head."""
+    lines = [f"{t['matches']} matches", f"{'player':<16}{'rating':>8}{'dev':>6}{'95 % interval':>18}{'matches':>9}  won-drawn-lost"]
+    for p in t["players"]:
+        name = p["player"] + ("" if p["cpu"] is not None else f" ({p['side']})")
+        lines.append(f"{name:<16}{p['rating']:>8.0f}{p['deviation']:>6.0f}{p['low']:>10.0f}-{p['high']:<7.0f}{p['matches']:>9}  {p['won']}-{p['drawn']}-{p['lost']}")
+    names = t["head_to_head_players"]
+    lines.append("\nhead to head (row's win rate against column, matches):")
+    for name, row in zip(names, t["head_to_head"]):
+        cells = ["" if c is None else f"{100 * c['win_rate']:.0f} % ({c['matches']})" for c in row]
+        lines.append(f"{name:<12}" + "".join(f"{c:>14}" for c in cells))
+    lines.append(" " * 12 + "".join(f"{n:>14}" for n in names))
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------- presets
+
+
+def positive(value):
+    n = int(value)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"takes a number from 1, not {value}")
+    return n
+
+
+def eval_episodes_default():
+    # SHINE_EVAL_EPISODES: the older way to set --eval-episodes, still honoured.
+    return int(os.environ.get("SHINE_EVAL_EPISODES", 200))
+
+
+def learner_options(p, config="configs/learn.toml"):
+    """The options of one learning run (learn), which seeds and gpu-learn pass on."""
+    p.add_argument("--seconds", type=positive, metavar="S", help="training time in seconds instead of minutes (a short check)")
+    p.add_argument("--config", default=config, metavar="FILE", help=f"the manager's config (default {config}; configs/fight.toml trains the fight task)")
+    p.add_argument("--stop-at", type=float, metavar="F",
+                   help="stop training early once the manager's evaluation window reaches F (0.9 = 90 %% survival), checked every minute")
+    p.add_argument("--stop-at-steps", type=positive, metavar="N",
+                   help="stop training once the manager's stats count N train steps (checked every 2 s; the stats count in steps of "
+                        "the config's [trainer] stats_every): a check that every part ran, whatever the machine's speed, with the "
+                        "training time as the limit a hang reaches")
+    p.add_argument("--device", metavar="D", help="the manager's training device (shine-manager --device: auto, cpu, cuda, cuda:N; default: the config's)")
+    p.add_argument("--envs", default="1", metavar="E", help="environments per worker (shine-worker --envs: a number or auto; default 1)")
+    p.add_argument("--bin", metavar="DIR", help="a folder with shine-manager and shine-worker already built (default: release builds)")
+    p.add_argument("--eval-episodes", type=positive, default=eval_episodes_default(), metavar="N",
+                   help="the final model's evaluation at CPU level 9 and each baseline's (default 200)")
+    p.add_argument("--no-baselines", dest="baselines", action="store_false",
+                   help="evaluate the trained bot only (no idle, random, dodge or CPU rows)")
+
+
+def parser(name):
+    """The parser of one preset."""
+    prog = f"scripts/experiment.py {name}"
+    if name == "learn":
+        p = argparse.ArgumentParser(prog=prog, description=(
+            "Proof that Shine learns: train for MINUTES on this machine (one manager, one worker on the simulator), then "
+            "evaluate the trained bot greedily against the level-9 CPU over 200 episodes, beside baselines on the same seeds: "
+            "idle, random and dodge for the Untouchable task; idle, random and the simulator's CPU in the bot's place at levels "
+            "1 and 9 for the fight. Writes DIR/curve.csv (evaluation survival against training time, from the manager's stats "
+            "and history: its window, and the models of the last minute), DIR/final.safetensors and DIR/result.txt."))
+        p.add_argument("minutes", nargs="?", type=positive, default=30, help="training time in minutes (default 30)")
+        learner_options(p)
+        p.add_argument("--seed", type=int, default=7, metavar="N", help="the worker's seed (default 7): its matches and its exploration")
+        p.add_argument("--prioritized", action="store_true", help='[replay] sampling = "prioritized" on top of the config')
+        p.add_argument("--data", metavar="DIR", default="data/learn", help="where everything goes (default data/learn; emptied first)")
+        p.add_argument("--workers", type=positive, default=1, metavar="N", help="worker processes (default 1); worker i plays with seed SEED + 1000 i")
+    elif name == "seeds":
+        p = argparse.ArgumentParser(prog=prog, description=(
+            "Several seeds of the learn preset, back to back, and one table of how each learned: the minute at which the "
+            "manager's evaluation window first reached 90 % survival, and the minute at which the models published in the "
+            "last minute did, with the train steps by then, and the final model's survival at level 9; then the medians and "
+            "the spread (min-max) over the seeds. Runs take the whole machine one after the other; nothing else should run "
+            "meanwhile. The table is printed and written to OUT/summary.md."))
+        p.add_argument("seeds", nargs="+", type=int, metavar="SEED", help="the worker seeds, one run each")
+        p.add_argument("--minutes", type=float, default=30, metavar="M", help="training time of each seed (default 30)")
+        learner_options(p)
+        p.add_argument("--prioritized", action="store_true", help="prioritized replay (learn --prioritized)")
+        p.add_argument("--workers", type=positive, default=1, metavar="N", help="worker processes of each run (default 1)")
+        p.add_argument("--label", metavar="NAME", help="data/learn-seeds/NAME/seed-N/ holds each run (default uniform or prioritized)")
+        p.add_argument("--out", metavar="DIR", help="hold the runs in OUT/seed-N/ instead")
+    elif name == "gpu-learn":
+        p = argparse.ArgumentParser(prog=prog, description=(
+            "The learning run with a GPU learner and a fleet on the same machine: one manager on CUDA, as many workers as "
+            "leave it a core or two, seeds back to back, each stopped once its evaluation window reaches --stop-at or at a hard "
+            "limit; then the table of how each learned. The same command runs on a machine without a GPU (--device cpu, fewer "
+            "workers, a shorter limit); CI runs it so in a small form. Each seed's curve, result and logs go to $OUT/seed-N/ "
+            "(default OUT=data/gpu-learn), the seeds' output to $OUT/learn-seeds.log, the table to $OUT/summary.md and, last, "
+            "to the terminal."))
+        learner_options(p, config="configs/learn-gpu.toml")
+        p.set_defaults(stop_at=0.9)
+        p.add_argument("--seeds", default="1 2 3", help='worker seeds, one run each (default "1 2 3")')
+        p.add_argument("--minutes", type=float, default=4, metavar="M", help="the hard limit of each seed (default 4); --seconds S instead")
+        p.add_argument("--workers", default="auto", type=lambda v: v if v == "auto" else positive(v),
+                       help="worker processes (default auto: the cores less two, at least one)")
+    elif name == "selfplay":
+        p = argparse.ArgumentParser(prog=prog, description=(
+            "Self-play on this machine: one manager with configs/selfplay.toml (a Fox run and a Marth run, each the other's "
+            "opponent), one worker per run on the simulator; then each run's last model evaluated on 200 matches against the "
+            "level-9 CPU (greedily) and against each other (each taking a random action 5 % of the time, eval's default for "
+            "two models), beside the scripted CPU in Marth's place. Writes DIR/fox.safetensors, DIR/marth.safetensors, "
+            "DIR/progress.log and DIR/result.txt."))
+        p.add_argument("minutes", nargs="?", type=positive, default=60, help="training time in minutes (default 60)")
+        p.add_argument("--seconds", type=positive, metavar="S", help="training time in seconds instead (a short check)")
+        p.add_argument("--seed", type=int, default=7, metavar="N", help="the Fox worker's seed (default 7; the Marth worker's is N + 1000)")
+        p.add_argument("--data", metavar="DIR", default="data/selfplay", help="where everything goes (default data/selfplay; emptied first)")
+        p.add_argument("--envs", default="1", metavar="E", help="environments per worker (default 1)")
+        p.add_argument("--baseline", metavar="MODEL", help="a Fox model trained otherwise (learn --config configs/fight.toml): also "
+                                                           "evaluated against the final Marth model")
+        p.add_argument("--bin", metavar="DIR", help="a folder with shine-manager and shine-worker already built (default: release builds)")
+        p.add_argument("--eval-episodes", type=positive, default=eval_episodes_default(), metavar="N",
+                       help="matches of each evaluation (default 200)")
+    elif name == "league":
+        p = argparse.ArgumentParser(prog=prog, description=(
+            "The league's verdict on a self-play run: a manager whose runs hold only the final models of the selfplay preset's "
+            "two runs and of a Fox trained against the CPU alone (learn --config configs/fight.toml), paused (nothing trains), "
+            "with workers that play nothing but league matches; the table when the league has played enough. Players: fox "
+            "(the self-play Fox), marth (the self-play Marth), fox-cpu (the Fox trained against the CPU), each run's final "
+            "model, and the CPU at levels 1, 5 and 9. Writes DIR/league.json (GET /api/v1/league) and prints the table."))
+        p.add_argument("selfplay_dir", metavar="SELFPLAY_DIR", help="the selfplay preset's --data (runs fox and marth)")
+        p.add_argument("baseline_dir", metavar="BASELINE_DIR", help="the learn preset's --data (run default, the fight task)")
+        p.add_argument("--matches", type=positive, default=600, metavar="N", help="league matches to play (default 600)")
+        p.add_argument("--data", metavar="DIR", default="data/league", help="where the league manager keeps its data (default data/league; emptied)")
+        p.add_argument("--bin", metavar="DIR", help="a folder with shine-manager and shine-worker already built (default: release builds)")
+    else:
+        return None
+    return p
+
+
+PRESETS = ["learn", "seeds", "gpu-learn", "selfplay", "league"]
+PROG = "experiment.py"
+
+
+def main(argv):
+    global PROG
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0 if argv else 2
+    name, rest = argv[0], argv[1:]
+    p = parser(name)
+    if p is None:
+        print(f"experiment.py: no preset {name}; the presets: {', '.join(PRESETS)} (see scripts/experiment.py --help)", file=sys.stderr)
+        return 2
+    PROG = f"experiment.py {name}"
+    args = p.parse_intermixed_args(rest)
+    # Paths on the command line are the repository's, as the scripts have always taken them.
+    os.chdir(ROOT)
+    if name == "learn":
+        learn(args)
+    elif name == "seeds":
+        seeds(args)
+    elif name == "gpu-learn":
+        gpu_learn(args)
+    elif name == "selfplay":
+        selfplay(args)
+    else:
+        league(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
