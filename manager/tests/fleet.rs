@@ -38,9 +38,10 @@ use containerfile::{image_config, parse_containerfile, ImageConfig};
 use serde::Deserialize;
 use serde_json::Value;
 use serde_yaml_ng::Value as Yaml;
+use shine_testkit::Proc;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -202,11 +203,7 @@ fn build_worker_image() -> Image {
                 // What this test checks is the build's steps and the image they make, not
                 // the binary's speed, and the real profile (thin LTO, one codegen unit)
                 // made this one build take minutes of the test command on two cores.
-                cmd.envs([
-                    ("CARGO_PROFILE_RELEASE_OPT_LEVEL", "0"),
-                    ("CARGO_PROFILE_RELEASE_LTO", "off"),
-                    ("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "256"),
-                ]);
+                cmd.envs([("CARGO_PROFILE_RELEASE_OPT_LEVEL", "0"), ("CARGO_PROFILE_RELEASE_LTO", "off"), ("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "256")]);
                 let file = std::fs::File::create(&log).unwrap();
                 let status = cmd.stdout(file.try_clone().unwrap()).stderr(file).status().expect("/bin/sh");
                 let text = std::fs::read_to_string(&log).unwrap_or_default();
@@ -309,7 +306,8 @@ struct Worker {
     env: BTreeMap<String, String>,
     cwd: PathBuf,
     log: PathBuf,
-    child: Option<Child>,
+    /// Once started (killed when dropped).
+    proc: Option<Proc>,
 }
 
 impl Worker {
@@ -321,6 +319,8 @@ impl Worker {
     /// a VM or pod has its cores to itself.
     fn start(&mut self) {
         let file = std::fs::File::create(&self.log).unwrap();
+        // Not testkit's spawn: that sets RUST_LOG, and the machine's environment is
+        // what is under test.
         let child = Command::new("nice")
             .args(["-n", "19"])
             .args(&self.argv)
@@ -333,7 +333,7 @@ impl Worker {
             .stderr(file)
             .spawn()
             .unwrap_or_else(|e| panic!("{}: starting {:?}: {e}", self.what, self.argv));
-        self.child = Some(child);
+        self.proc = Some(Proc { child, log: self.log.clone() });
     }
 
     fn log(&self) -> String {
@@ -341,29 +341,20 @@ impl Worker {
     }
 
     fn signal(&self, sig: &str) {
-        let pid = self.child.as_ref().expect("started").id().to_string();
-        assert!(Command::new("kill").arg(format!("-{sig}")).arg(&pid).status().unwrap().success(), "kill -{sig} {pid}");
+        self.proc.as_ref().expect("started").signal(sig);
     }
 
-    /// Wait for the process to exit within `within`; its status.
+    /// Wait for the process to exit within `within`; its status. (Not `Proc::wait`,
+    /// which blocks: the manager under test runs on this thread's runtime.)
     async fn wait(&mut self, within: Duration) -> std::process::ExitStatus {
         let deadline = Instant::now() + within;
-        let child = self.child.as_mut().expect("started");
+        let child = &mut self.proc.as_mut().expect("started").child;
         loop {
             if let Some(s) = child.try_wait().unwrap() {
                 return s;
             }
             assert!(Instant::now() < deadline, "{} did not exit within {within:?}; log:\n{}", self.what, tail(&self.log(), 40));
             tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-}
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        if let Some(c) = &mut self.child {
-            let _ = c.kill();
-            let _ = c.wait();
         }
     }
 }
@@ -430,7 +421,7 @@ fn vm_worker(dir: &Path, manager_url: &str, image: &Image) -> Worker {
     assert_eq!(env.get("SHINE_MANAGER").map(String::as_str), Some(manager_url), "the setup script wrote the manager's URL");
     let mut argv: Vec<String> = exec.expect("ExecStart=").split_whitespace().map(String::from).collect();
     argv[0] = on(&root, &argv[0]).display().to_string();
-    Worker { what: "the VM's worker (cloud-init + systemd)", argv, env: rebased(&root, env), cwd: root.clone(), log: dir.join("vm.log"), child: None }
+    Worker { what: "the VM's worker (cloud-init + systemd)", argv, env: rebased(&root, env), cwd: root.clone(), log: dir.join("vm.log"), proc: None }
 }
 
 /// The worker as a Kubernetes pod runs it: the image's ENV, the Deployment's envFrom
@@ -476,7 +467,7 @@ fn pod_worker(dir: &Path, manager_url: &str, image: &Image) -> Worker {
     argv[0] = in_image_path(&root, &argv[0]).display().to_string();
     let cwd = on(&root, &image.config.workdir);
     std::fs::create_dir_all(&cwd).unwrap();
-    Worker { what: "the Kubernetes pod's worker", argv, env: rebased(&root, env), cwd, log: dir.join("pod.log"), child: None }
+    Worker { what: "the Kubernetes pod's worker", argv, env: rebased(&root, env), cwd, log: dir.join("pod.log"), proc: None }
 }
 
 /// The worker as `docker run -e SHINE_MANAGER=... -e SHINE_TOKEN=... shine-worker` runs it.
@@ -490,7 +481,7 @@ fn container_worker(dir: &Path, manager_url: &str, image: &Image) -> Worker {
     argv[0] = in_image_path(&root, &argv[0]).display().to_string();
     let cwd = on(&root, &image.config.workdir);
     std::fs::create_dir_all(&cwd).unwrap();
-    Worker { what: "the container's worker", argv, env: rebased(&root, env), cwd, log: dir.join("container.log"), child: None }
+    Worker { what: "the container's worker", argv, env: rebased(&root, env), cwd, log: dir.join("container.log"), proc: None }
 }
 
 // ---------------------------------------------------------------------------------

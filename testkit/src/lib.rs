@@ -73,10 +73,14 @@ impl Drop for Proc {
     }
 }
 
-/// Start `cmd` with its stdout and stderr in `log` and `RUST_LOG=info`.
+/// Start `cmd` with its stdout and stderr in `log`, and `RUST_LOG=info` unless `cmd`
+/// sets a `RUST_LOG` of its own.
 pub fn spawn(cmd: &mut Command, log: PathBuf) -> Proc {
     let file = std::fs::File::create(&log).unwrap();
-    let child = cmd.stdout(Stdio::from(file.try_clone().unwrap())).stderr(Stdio::from(file)).env("RUST_LOG", "info").spawn().unwrap();
+    if !cmd.get_envs().any(|(k, _)| k == "RUST_LOG") {
+        cmd.env("RUST_LOG", "info");
+    }
+    let child = cmd.stdout(Stdio::from(file.try_clone().unwrap())).stderr(Stdio::from(file)).spawn().unwrap();
     Proc { child, log }
 }
 

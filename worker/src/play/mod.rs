@@ -22,10 +22,9 @@ pub use args::{EvalArgs, MatchArgs, OpponentArg, PlayArgs, PolicyKind, SideArg, 
 pub use summary::{EpisodeResult, FightSummary, Mean};
 
 use crate::games::backend::Backend;
-use dolphin::{play_against_person, play_dolphin};
-use summary::summarize;
 use crate::games::duel::{Duel, Opponent};
 use anyhow::{bail, Context};
+use dolphin::{play_against_person, play_dolphin};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use shine_agent::actions::ActionSet;
@@ -36,6 +35,7 @@ use shine_agent::{Env, Side};
 use shine_bridge::{Emulator, MatchSetup};
 use std::path::PathBuf;
 use std::sync::Arc;
+use summary::summarize;
 
 /// Which policy to build (policies hold buffers, so each thread builds its own).
 #[derive(Clone)]
