@@ -183,3 +183,26 @@ fn a_busy_manager_gets_larger_batches_never_past_its_queue() {
     assert!(u(&stats, "busy_answers") > 0, "{stats}");
     assert_eq!(u(&stats, "transitions_dropped_spool_full") + u(&stats, "transitions_rejected"), 0, "nothing lost: {stats}");
 }
+
+#[test]
+fn a_refused_token_stops_the_worker_and_keeps_its_spool() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let mut manager = start_manager(dir.path(), port, 1);
+    let mut worker = start_worker(dir.path(), port, &[]);
+    wait_for(HANG, "the first experiences", || metric(port, "shine_transitions_accepted_total").unwrap_or(0.0) >= 1000.0, &manager);
+    // The operator rotates the token and restarts the manager; this worker still has
+    // the old one. Its uploads are refused: retrying cannot help, so it stops, with an
+    // error that says what to check, and what it played stays spooled.
+    manager.signal("TERM");
+    manager.wait(HANG);
+    let _manager = start_manager_edited(dir.path(), port, 2, "burn_in = 1000\nsamples_per_insert = 0.0", &|text| {
+        text.replace(&format!("token = \"{TOKEN}\""), "token = \"a-rotated-token\"")
+    });
+    let status = worker.wait(HANG);
+    assert!(!status.success(), "a worker whose token is refused exits with an error; log:\n{}", worker.log());
+    let log = worker.log();
+    assert!(log.contains("the manager refused our token") && log.contains("--token"), "{log}");
+    let spooled = std::fs::read_dir(dir.path().join("spool")).unwrap().filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "shxp")).count();
+    assert!(spooled > 0, "the refused gameplay stays spooled for the next start; log:\n{log}");
+}

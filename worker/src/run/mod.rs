@@ -170,15 +170,33 @@ pub fn spool_dir_for(spool_dir: &std::path::Path, run: &str) -> anyhow::Result<s
 }
 
 /// Where the gameplay of one run goes: its session, its spool, and the signal that
-/// wakes the spool's drainer.
+/// wakes the spool's drainer. A worker has one (its run's), and a second in self-play
+/// (the opponent run's side of each match); each is delivered by the same two tasks.
 struct Destination {
     session: Session,
     spool: Arc<Mutex<Spool>>,
     wake: Arc<Notify>,
+    whose: Whose,
+}
+
+/// Whose side of the matches a destination takes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Whose {
+    /// The bot's, for the worker's run.
+    Bot,
+    /// In self-play, the opponent's, for the opponent run.
+    Opponent,
+}
+
+/// A destination with its two tasks running.
+struct Output {
+    dest: Destination,
+    spooler: JoinHandle<anyhow::Result<()>>,
+    drainer: JoinHandle<anyhow::Result<()>>,
 }
 
 impl Destination {
-    async fn open(session: Session, dir: std::path::PathBuf, limits: crate::pipeline::spool::SpoolLimits) -> anyhow::Result<Destination> {
+    async fn open(session: Session, dir: std::path::PathBuf, limits: crate::pipeline::spool::SpoolLimits, whose: Whose) -> anyhow::Result<Destination> {
         let spool = tokio::task::spawn_blocking(move || Spool::open(&dir, limits)).await??;
         let uploads = &session.uploads;
         uploads.spooled_batches.store(spool.len() as u64, Relaxed);
@@ -186,21 +204,47 @@ impl Destination {
         if !spool.is_empty() {
             tracing::info!(batches = spool.len(), transitions = spool.transitions(), dir = %spool.dir().display(), "found gameplay spooled by an earlier run; sending it first");
         }
-        Ok(Destination { session, spool: Arc::new(Mutex::new(spool)), wake: Arc::new(Notify::new()) })
+        Ok(Destination { session, spool: Arc::new(Mutex::new(spool)), wake: Arc::new(Notify::new()), whose })
     }
 
     /// The spooler (batches from `rx` onto disk) and the drainer (disk to the manager),
-    /// tracked by `delivery`; both return results (a refused token stops the worker).
-    fn spawn(&self, delivery: &TaskTracker, rx: tokio::sync::mpsc::Receiver<RawBatch>) -> (JoinHandle<anyhow::Result<()>>, JoinHandle<anyhow::Result<()>>) {
+    /// tracked by `delivery`. A drainer ends only on the session's token or on an error
+    /// that must stop the worker (a refused token): either way it cancels the session.
+    fn start(self, delivery: &TaskTracker, rx: tokio::sync::mpsc::Receiver<RawBatch>) -> Output {
         let s = &self.session;
         let spooler = delivery.spawn(uploader::spool_batches(rx, s.clone(), self.spool.clone(), self.wake.clone()));
-        let drainer = delivery.spawn(uploader::drain(s.clone(), self.spool.clone(), self.wake.clone(), s.cancel.clone(), DrainMode::Forever));
-        (spooler, drainer)
+        let drain = uploader::drain(s.clone(), self.spool.clone(), self.wake.clone(), s.cancel.clone(), DrainMode::Forever);
+        let cancel = s.cancel.clone();
+        let drainer = delivery.spawn(async move {
+            let r = drain.await;
+            cancel.cancel();
+            r
+        });
+        Output { dest: self, spooler, drainer }
+    }
+}
+
+impl Output {
+    /// After the actor has stopped (dropping its senders): the spooler's end, once
+    /// everything is on disk, then the drainer's. The error that must stop the worker,
+    /// if any.
+    async fn finish(&mut self) -> anyhow::Result<Option<anyhow::Error>> {
+        let whose = match self.dest.whose {
+            Whose::Bot => "the",
+            Whose::Opponent => "the opponent's",
+        };
+        (&mut self.spooler).await.with_context(|| format!("{whose} spool task panicked"))??;
+        let drained = (&mut self.drainer).await.with_context(|| format!("{whose} upload task panicked")).and_then(|r| r);
+        Ok(drained.err().map(|e| match self.dest.whose {
+            Whose::Bot => e,
+            Whose::Opponent => e.context("uploading the opponent's side to its run"),
+        }))
     }
 
     /// Send what is spooled for as long as the manager takes it (the caller bounds it).
     async fn flush(&self) {
-        let _ = uploader::drain(self.session.clone(), self.spool.clone(), self.wake.clone(), CancellationToken::new(), DrainMode::Flush).await;
+        let d = &self.dest;
+        let _ = uploader::drain(d.session.clone(), d.spool.clone(), d.wake.clone(), CancellationToken::new(), DrainMode::Flush).await;
     }
 }
 
@@ -246,7 +290,7 @@ where
     let session = Session { client, identity: Arc::new(Identity::new(reg.worker_id)), counters, uploads, cancel };
     // Each run's gameplay is spooled apart: what was played for one run is never sent to another.
     let limits = settings.spool_limits;
-    let own = Destination::open(session.clone(), spool_dir_for(&settings.spool_dir, &reg.run)?, limits).await?;
+    let own = Destination::open(session.clone(), spool_dir_for(&settings.spool_dir, &reg.run)?, limits, Whose::Bot).await?;
     // Self-play: the opponent's side of each match goes to the opponent run, through a
     // spool of its own (apart from that run's own workers' spool on this machine).
     let opponent = match &reg.selfplay {
@@ -259,10 +303,11 @@ where
                 uploads: Arc::new(UploadStats::default()),
                 ..session.clone()
             };
-            Some(Destination::open(s, opponent_spool_dir(&settings.spool_dir, &sp.opponent_run)?, limits).await?)
+            Some(Destination::open(s, opponent_spool_dir(&settings.spool_dir, &sp.opponent_run)?, limits, Whose::Opponent).await?)
         }
     };
-    let stats = || run_stats(&session.identity, &session.counters, &session.uploads, opponent.as_ref().map(|o| &o.session));
+    let opponent_session = opponent.as_ref().map(|o| o.session.clone());
+    let stats = || run_stats(&session.identity, &session.counters, &session.uploads, opponent_session.as_ref());
 
     // The first model: the manager publishes one before training starts.
     let poll_every = Duration::from_secs_f64(reg.model_poll_secs.max(0.1));
@@ -302,15 +347,18 @@ where
     // their handles after the actor; the reporter posts the actor's last episodes, for
     // at most REPORT_SECS after the flush; `delivery` is joined last.
     let delivery = TaskTracker::new();
-    let (spooler, mut drainer) = own.spawn(&delivery, batch_rx);
-    let (rival_io, mut opponent_tasks) = match &opponent {
-        None => (None, None),
+    // The outputs: the bot's run first, then in self-play the opponent run.
+    let mut outputs = vec![own.start(&delivery, batch_rx)];
+    let rival_io = match opponent {
+        None => None,
         Some(o) => {
             let (tx, rx) = tokio::sync::mpsc::channel(HANDOVER_BATCHES);
             let (pool_tx, pool) = tokio::sync::watch::channel(Arc::new(selfplay::Pool::default()));
             let wanted = selfplay::Wanted { side: cfg.side.other(), actions: cfg.actions };
             delivery.spawn(selfplay::poll_pool(o.session.client.clone(), wanted, poll_every, pool_tx, session.cancel.clone()));
-            (Some(RivalIo { pool, batches: tx, counters: o.session.counters.clone() }), Some(o.spawn(&delivery, rx)))
+            let io = RivalIo { pool, batches: tx, counters: o.session.counters.clone() };
+            outputs.push(o.start(&delivery, rx));
+            Some(io)
         }
     };
     let reports_stop = CancellationToken::new();
@@ -334,50 +382,25 @@ where
         tokio::task::spawn_blocking(move || handle.join().unwrap_or_else(|_| Err(anyhow::anyhow!("the actor thread panicked"))))
     };
 
-    // Run until shutdown, or until an uploader must stop us (a refused token).
-    let opponent_drained = async {
-        match opponent_tasks.as_mut() {
-            Some((_, drainer)) => drainer.await,
-            None => std::future::pending().await,
-        }
-    };
-    let (drained, opponent_drained) = tokio::select! {
-        _ = session.cancel.cancelled() => (None, None),
-        r = &mut drainer => (Some(r), None),
-        r = opponent_drained => (None, Some(r)),
-    };
-    session.cancel.cancel();
+    // Run until shutdown, or until an output must stop us (its drainer cancels the
+    // session on a refused token).
+    session.cancel.cancelled().await;
     let mut fatal = None;
     if let Err(e) = actor.await.context("the actor task panicked")? {
         fatal = Some(e);
     }
-    // The actor dropped its senders: the spoolers end once everything is on disk.
-    spooler.await.context("the spool task panicked")??;
-    let drained = match drained {
-        Some(r) => r,
-        None => drainer.await,
-    };
-    if let Err(e) = drained.context("the upload task panicked").and_then(|r| r) {
-        // A refused token is the reason to stop; the actor's error is its consequence.
-        fatal = Some(e);
-    }
-    if let Some((spooler, drainer)) = opponent_tasks {
-        spooler.await.context("the opponent's spool task panicked")??;
-        let drained = match opponent_drained {
-            Some(r) => r,
-            None => drainer.await,
-        };
-        if let Err(e) = drained.context("the opponent's upload task panicked").and_then(|r| r) {
-            fatal = Some(e.context("uploading the opponent's side to its run"));
+    for out in &mut outputs {
+        if let Some(e) = out.finish().await? {
+            // A refused token is the reason to stop; the actor's error is its consequence.
+            fatal = Some(e);
         }
     }
     control.wait().await;
     if fatal.is_none() {
-        // One deadline for both: a shutdown must not take twice as long in self-play.
+        // One deadline for all: a shutdown must not take twice as long in self-play.
         let flush = async {
-            own.flush().await;
-            if let Some(o) = &opponent {
-                o.flush().await;
+            for out in &outputs {
+                out.flush().await;
             }
         };
         if tokio::time::timeout(Duration::from_secs(FLUSH_SECS), flush).await.is_err() {
