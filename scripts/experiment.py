@@ -475,6 +475,14 @@ def eval_episodes_default():
     return int(os.environ.get("SHINE_EVAL_EPISODES", 200))
 
 
+def bin_option(p):
+    p.add_argument("--bin", metavar="DIR", help="a folder with shine-manager and shine-worker already built (default: release builds)")
+
+
+def eval_option(p, what):
+    p.add_argument("--eval-episodes", type=positive, default=eval_episodes_default(), metavar="N", help=f"{what} (default 200)")
+
+
 def learner_options(p, config="configs/learn.toml"):
     """The options of one learning run (learn), which seeds and gpu-learn pass on."""
     p.add_argument("--seconds", type=positive, metavar="S", help="training time in seconds instead of minutes (a short check)")
@@ -487,9 +495,8 @@ def learner_options(p, config="configs/learn.toml"):
                         "training time as the limit a hang reaches")
     p.add_argument("--device", metavar="D", help="the manager's training device (shine-manager --device: auto, cpu, cuda, cuda:N; default: the config's)")
     p.add_argument("--envs", default="1", metavar="E", help="environments per worker (shine-worker --envs: a number or auto; default 1)")
-    p.add_argument("--bin", metavar="DIR", help="a folder with shine-manager and shine-worker already built (default: release builds)")
-    p.add_argument("--eval-episodes", type=positive, default=eval_episodes_default(), metavar="N",
-                   help="the final model's evaluation at CPU level 9 and each baseline's (default 200)")
+    bin_option(p)
+    eval_option(p, "the final model's evaluation at CPU level 9 and each baseline's")
     p.add_argument("--no-baselines", dest="baselines", action="store_false",
                    help="evaluate the trained bot only (no idle, random, dodge or CPU rows)")
 
@@ -552,9 +559,8 @@ def parser(name):
         p.add_argument("--envs", default="1", metavar="E", help="environments per worker (default 1)")
         p.add_argument("--baseline", metavar="MODEL", help="a Fox model trained otherwise (learn --config configs/fight.toml): also "
                                                            "evaluated against the final Marth model")
-        p.add_argument("--bin", metavar="DIR", help="a folder with shine-manager and shine-worker already built (default: release builds)")
-        p.add_argument("--eval-episodes", type=positive, default=eval_episodes_default(), metavar="N",
-                       help="matches of each evaluation (default 200)")
+        bin_option(p)
+        eval_option(p, "matches of each evaluation")
     elif name == "league":
         p = argparse.ArgumentParser(prog=prog, description=(
             "The league's verdict on a self-play run: a manager whose runs hold only the final models of the selfplay preset's "
@@ -566,7 +572,7 @@ def parser(name):
         p.add_argument("baseline_dir", metavar="BASELINE_DIR", help="the learn preset's --data (run default, the fight task)")
         p.add_argument("--matches", type=positive, default=600, metavar="N", help="league matches to play (default 600)")
         p.add_argument("--data", metavar="DIR", default="data/league", help="where the league manager keeps its data (default data/league; emptied)")
-        p.add_argument("--bin", metavar="DIR", help="a folder with shine-manager and shine-worker already built (default: release builds)")
+        bin_option(p)
     else:
         return None
     return p
