@@ -162,12 +162,9 @@ def learn(args):
     say = Tee(os.path.join(data, "result.txt"))
     say(f"training: {elapsed // 60} minutes ({described}); evaluation: {episodes} episodes at CPU level 9, seeds 1000000..")
     say(rates)
-    rows = list(csv.DictReader(open(os.path.join(data, "curve.csv"))))
-
-    def first(column):
-        r = next((r for r in rows if r[column] and float(r[column]) >= 0.9), None)
-        return f"minute {float(r['minutes']):.1f} ({int(r['train_steps']):,} steps)" if r else "never"
-    say(f"first at 90 % survival: the evaluation window at {first('eval_survival')}, the last minute's models at {first('minute_eval_survival')}")
+    curve = read_curve(os.path.join(data, "curve.csv"))
+    say(f"first at 90 % survival: the evaluation window at {when(first_at_90(curve, 'eval_survival'))}, "
+        f"the last minute's models at {when(first_at_90(curve, 'minute_eval_survival'))}")
     say(tool(bindir, "eval", "--model", final, "--task", task, "--episodes", str(episodes), "--cpu-level", "9"))
     if args.baselines:
         if task == "fight":
@@ -176,6 +173,22 @@ def learn(args):
             policies = [["--policy", "idle"], ["--policy", "random"], ["--policy", "dodge"]]
         for policy in policies:
             say(tool(bindir, "play", "--task", task, *policy, "--episodes", str(episodes), "--cpu-level", "9", "--seed", "1000000", "--quiet"))
+
+
+def read_curve(path):
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def first_at_90(curve, column):
+    """(minutes, train steps) of the curve's first row where column reached 90 %, or None."""
+    r = next((r for r in curve if r.get(column) and float(r[column]) >= 0.9), None)
+    return (float(r["minutes"]), int(r["train_steps"])) if r else None
+
+
+def when(first):
+    """first_at_90's answer as the tables say it."""
+    return f"minute {first[0]:.1f} ({first[1]:,} steps)" if first else "never"
 
 
 def write_curve(history, start, path):
@@ -232,13 +245,8 @@ def seeds_table(out, label, minutes, stop_at, seeds):
     rows, firsts, models_firsts = [], [], []
     for s in seeds:
         d = f"{out}/seed-{s}"
-        with open(f"{d}/curve.csv") as f:
-            curve = list(csv.DictReader(f))
-
-        def crossing(column):
-            r = next((r for r in curve if r.get(column) and float(r[column]) >= 0.9), None)
-            return (float(r["minutes"]), int(r["train_steps"])) if r else None
-        first, models_first = crossing("eval_survival"), crossing("minute_eval_survival")
+        curve = read_curve(f"{d}/curve.csv")
+        first, models_first = first_at_90(curve, "eval_survival"), first_at_90(curve, "minute_eval_survival")
         text = open(f"{d}/result.txt").read()
         m = re.search(r"^model v(\d+), CPU level 9: full-minute survival ([\d.]+) % \((\d+)/(\d+)\), 95 % interval ([\d.]+-[\d.]+) %", text, re.M)
         trained = re.search(r"^training: (\d+) minutes", text, re.M).group(1)
@@ -251,7 +259,6 @@ def seeds_table(out, label, minutes, stop_at, seeds):
     lines = [f"## {label}: {len(seeds)} seeds of scripts/learn.sh {minutes}{' --stop-at ' + stop_at if stop_at else ''}\n",
              "| worker seed | trained (min) | evaluation window first >= 90 % | last minute's models first >= 90 % | final model at level 9 (greedy, seeds 1,000,000..) | train steps/s | transitions/s |",
              "|---:|---:|---|---|---|---:|---:|"]
-    when = lambda first: f"minute {first[0]:.1f} ({first[1]:,} steps)" if first else "never"
     for s, trained, first, models_first, final, _, (sps, tps) in rows:
         lines.append(f"| {s} | {trained} | {when(first)} | {when(models_first)} | {final} | {sps} | {tps} |")
     reached = sum(1 for r in rows if r[5])
