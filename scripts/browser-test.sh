@@ -45,7 +45,8 @@ if [ ! -f web/tests/node_modules/playwright-core/package.json ]; then
 fi
 
 if [ -n "${SHINE_BIN:-}" ]; then
-    bin=$SHINE_BIN
+    # Absolute: the test itself runs in web/tests and starts the worker from there.
+    bin=$(cd "$SHINE_BIN" 2>/dev/null && pwd) || { echo "browser-test.sh: SHINE_BIN=$SHINE_BIN is not a folder" >&2; exit 2; }
 else
     . scripts/env.sh
     profile=${SHINE_PROFILE:-debug}
@@ -56,7 +57,7 @@ else
     # play_check replays the match the test plays in the page (manager/examples/play_check.rs).
     cargo build "${flags[@]}" -p shine-manager --bin shine-manager --example play_check
     cargo build "${flags[@]}" -p shine-worker --bin shine-worker
-    bin=${CARGO_TARGET_DIR:-$root/target}/$profile
+    bin=$(cd "${CARGO_TARGET_DIR:-$root/target}/$profile" && pwd)
 fi
 for b in "$bin/shine-manager" "$bin/shine-worker" "$bin/examples/play_check"; do
     [ -x "$b" ] || { echo "browser-test.sh: $b is missing" >&2; exit 2; }

@@ -85,7 +85,9 @@ cargo build --workspace --exclude shine-worker --bins --examples
 step "building the tests and binaries: worker (without libtorch)"
 # (shine-worker itself too: its tests start it, and so do the scripts below.)
 cargo test --no-run -p shine-worker
-debug=${CARGO_TARGET_DIR:-target}/debug
+# Absolute: the scripts below hand it to children that run in other folders (the
+# dashboard test runs in web/tests).
+debug=$(cd "${CARGO_TARGET_DIR:-target}/debug" && pwd)
 
 lane_logs=$(mktemp -d)
 lane_a() {

@@ -25,9 +25,9 @@
 //! graph; the host then counts the step for each run that moved
 //! ([`Learner::finish_step`], which also syncs that run's target net when due).
 //!
-//! A test (`a_grouped_step_equals_separate_steps`) holds k = 1, 2 and 4 grouped runs
-//! equal to the same runs stepped one by one, with differing hyper-parameters, masks
-//! and membership changes.
+//! A test (`numerics_a_grouped_step_is_each_runs_float64_reference`) holds each run of
+//! groups of k = 1, 2 and 4 to its own step in float64 (the autograd reference) within
+//! float32 rounding, with differing hyper-parameters, masks and membership changes.
 
 use super::{Activations, Columns, DqnConfig, DqnError, Layout, Learner, LearnerRows, OptimizerKind};
 use crate::model;
@@ -348,6 +348,7 @@ impl Group {
 
 #[cfg(test)]
 mod tests {
+    use super::super::oracle;
     use super::*;
     use crate::experience::{col, TRANSITION_FLOATS};
     use std::collections::HashMap;
@@ -355,17 +356,9 @@ mod tests {
     const ACTIONS: usize = 5;
     const BATCH: usize = 16;
 
-    /// A learner with every tensor and count equal to `l`'s, in buffers of its own.
-    fn twin(l: &Learner) -> Learner {
-        let mut t = Learner::new(l.config(), ACTIONS, Device::Cpu).unwrap();
-        copy_state(l, &mut t);
-        t
-    }
-
-    /// Make `to` a copy of `from` (every tensor and count).
-    fn copy_state(from: &Learner, to: &mut Learner) {
-        let state: HashMap<String, Tensor> = from.state_tensors().into_iter().map(|(n, t)| (n, t.copy())).collect();
-        assert!(to.load_state(&state, from.step, from.optimizer_steps()).unwrap());
+    /// The learner's state, copied (what a step starts from, for the oracle).
+    fn snapshot(l: &Learner) -> HashMap<String, Tensor> {
+        l.state_tensors().into_iter().map(|(n, t)| (n, t.copy())).collect()
     }
 
     /// A batch of plausible transitions drawn from `seed` (some terminal).
@@ -391,27 +384,12 @@ mod tests {
 
     /// Run i's config: each differs from the others in what a run may choose.
     fn config(i: usize, optimizer: OptimizerKind, double_dqn: bool, tau: f64) -> DqnConfig {
-        // Learning rates about the paper's (2.5e-4): a fresh RMSProp's first update is
-        // about 10 lr whatever the gradient, and where a gradient is a near-cancelling sum
-        // the two summation orders differ by 1e-3 of it, so a larger rate would put that
-        // rounding (10 lr x 1e-3) above the 1e-5 the test holds the parameters to.
-        let base = DqnConfig { optimizer, double_dqn, publish_average_tau: tau, batch_size: BATCH, lr: 2.5e-4, target_sync_every: 7, ..Default::default() };
+        let base = DqnConfig { optimizer, double_dqn, publish_average_tau: tau, batch_size: BATCH, lr: 1e-3, target_sync_every: 7, ..Default::default() };
         match i % 4 {
             0 => base,
             1 => DqnConfig { lr: 1.5e-4, gamma: 0.9, n_step: 3, huber_delta: 0.5, target_sync_every: 5, adam_betas: (0.8, 0.99), ..base },
             2 => DqnConfig { lr: 4e-4, max_grad_norm: 0.05, rmsprop_alpha: 0.95, publish_average_tau: tau * 2.0, ..base },
             _ => DqnConfig { max_grad_norm: 0.0, eps: 1e-6, gamma: 0.97, target_sync_every: 11, ..base },
-        }
-    }
-
-    /// Every tensor of the two learners within `tolerance` of each other (0: equal),
-    /// and their step counts equal.
-    fn assert_same(grouped: &Learner, alone: &Learner, tolerance: f32, what: &str) {
-        assert_eq!((grouped.step, grouped.optimizer_steps()), (alone.step, alone.optimizer_steps()), "{what}: step counts");
-        let theirs: HashMap<String, Tensor> = alone.state_tensors().into_iter().collect();
-        for (name, t) in grouped.state_tensors() {
-            let diff = f32::try_from((&t - &theirs[&name]).abs().max()).unwrap();
-            assert!(diff <= tolerance, "{what}: {name} differs by {diff}");
         }
     }
 
@@ -422,74 +400,98 @@ mod tests {
         Group::new(&mut members).unwrap()
     }
 
-    /// Each step from the same start, as the lean step's test against the reference
-    /// does (`dqn.rs`): the batched products sum in another order than the lone ones,
-    /// RMSProp and Adam magnify the rounding of near-zero gradients, and a ReLU input
-    /// rounded to +0 on one side and -0 on the other tips two free runs apart within a
-    /// few steps. So before every step each lone learner takes its grouped twin's state;
-    /// the grouped step must then equal the k lone steps (loss, mean Q, gradient norm,
-    /// every parameter and optimizer state within 1e-5), and a run that does not move
-    /// must stay exactly as it was.
+    /// Each run of a group steps as the autograd reference in float64 says its own step
+    /// goes, within float32 rounding (`dqn/oracle.rs`), with differing hyper-parameters,
+    /// masks and membership changes (k = 1, 2 and 4); a run whose mask is 0 stays
+    /// exactly as it was.
     #[test]
-    fn a_grouped_step_equals_separate_steps() {
+    fn numerics_a_grouped_step_is_each_runs_float64_reference() {
         let variants = [(OptimizerKind::Rmsprop, true, 0.0), (OptimizerKind::Adam, false, 0.05), (OptimizerKind::Rmsprop, true, 0.01)];
         for (optimizer, double_dqn, tau) in variants {
             for k in [1usize, 2, 4] {
                 let what = |r: usize, step: usize| format!("{optimizer:?}, double {double_dqn}, tau {tau}, k = {k}, run {r}, step {step}");
                 // Runs 0..k start in the group; with k = 4, run 2 leaves at step 25 and a
                 // new run 4 joins (the group is rebuilt from the runs then present).
-                let mut grouped: Vec<Learner> = (0..=k).map(|i| Learner::new(&config(i, optimizer, double_dqn, tau), ACTIONS, Device::Cpu).unwrap()).collect();
-                let mut alone: Vec<Learner> = grouped.iter().map(twin).collect();
+                let mut runs: Vec<Learner> = (0..=k).map(|i| Learner::new(&config(i, optimizer, double_dqn, tau), ACTIONS, Device::Cpu).unwrap()).collect();
                 let mut members: Vec<usize> = (0..k).collect();
-                let mut group = group_of(&mut grouped, &members);
+                let mut group = group_of(&mut runs, &members);
                 let mut moved = vec![0u64; k + 1];
+                let mut margin = 0.0f64;
                 for step in 0..50 {
                     if k == 4 && step == 25 {
                         members = vec![0, 1, 3, 4];
-                        group = group_of(&mut grouped, &members);
-                    }
-                    for &r in &members {
-                        copy_state(&grouped[r], &mut alone[r]);
+                        group = group_of(&mut runs, &members);
                     }
                     // Run 1's limiter holds it back every third step; run 3 is paused
                     // from step 10 to 19.
                     let moves: Vec<bool> = members.iter().map(|&r| !(r == 1 && step % 3 == 0 || r == 3 && (10..20).contains(&step))).collect();
                     let batches: Vec<Tensor> = members.iter().map(|&r| batch((step * 10 + r) as u64)).collect();
+                    let before: Vec<HashMap<String, Tensor>> = members.iter().map(|&r| snapshot(&runs[r])).collect();
+                    let wants: Vec<Option<oracle::Expected>> = members
+                        .iter()
+                        .zip(&moves)
+                        .enumerate()
+                        .map(|(row, (&r, &m))| {
+                            let l = &runs[r];
+                            let cfg = l.config().clone();
+                            m.then(|| {
+                                oracle::expect(&oracle::Case {
+                                    cfg: &cfg,
+                                    actions: ACTIONS,
+                                    state: &before[row],
+                                    steps: l.step,
+                                    optimizer_steps: l.optimizer_steps(),
+                                    batch: &batches[row],
+                                    weights: None,
+                                })
+                            })
+                        })
+                        .collect();
                     group.set_mask(&moves);
                     let out = group.device_step(&Tensor::stack(&batches, 0));
                     for (row, &r) in members.iter().enumerate() {
-                        if !moves[row] {
-                            assert_same(&grouped[r], &alone[r], 0.0, &format!("{} (held back)", what(r, step)));
+                        let Some(want) = &wants[row] else {
+                            let after: HashMap<String, Tensor> = runs[r].state_tensors().into_iter().collect();
+                            for (name, t) in &before[row] {
+                                assert!(t.equal(&after[name]), "{} (held back): {name} changed", what(r, step));
+                            }
                             continue;
-                        }
-                        grouped[r].finish_step();
+                        };
+                        runs[r].finish_step();
                         moved[r] += 1;
-                        let want = alone[r].train_step(&batches[row]);
                         let got = out.run(row);
-                        for (name, g, w) in [("loss", &got.loss, &want.loss), ("mean_q", &got.mean_q, &want.mean_q), ("grad_norm", &got.grad_norm, &want.grad_norm)] {
-                            let (g, w) = (f32::try_from(g).unwrap(), f32::try_from(w).unwrap());
-                            assert!((g - w).abs() <= 1e-5 * w.abs().max(1.0), "{}: {name} {g}, alone {w}", what(r, step));
+                        for (name, t) in [("loss", &got.loss), ("mean_q", &got.mean_q), ("grad_norm", &got.grad_norm)] {
+                            margin = margin.max(want.check(name, t, &what(r, step)));
                         }
-                        assert_same(&grouped[r], &alone[r], 1e-5, &what(r, step));
+                        margin = margin.max(want.check_state(&runs[r].state_tensors(), &what(r, step)));
                     }
                 }
                 for &r in &members {
-                    assert_eq!(grouped[r].step, moved[r], "{}: a step counted for each step moved", what(r, 50));
+                    assert_eq!((runs[r].step, runs[r].optimizer_steps()), (moved[r], moved[r]), "{}: a step counted for each step moved", what(r, 50));
                 }
                 if k == 4 {
                     // The run that left trains alone again, from its row of the old group's
                     // buffers, Adam counting on from the group's count.
-                    copy_state(&grouped[2], &mut alone[2]);
-                    let b = batch(999);
-                    let (got, want) = (grouped[2].train_step(&b), alone[2].train_step(&b));
-                    assert!((f32::try_from(&got.loss).unwrap() - f32::try_from(&want.loss).unwrap()).abs() <= 1e-5);
-                    assert_same(&grouped[2], &alone[2], 1e-5, &what(2, 50));
+                    let (l, b) = (&mut runs[2], batch(999));
+                    let (cfg, before) = (l.config().clone(), snapshot(l));
+                    let want = oracle::expect(&oracle::Case {
+                        cfg: &cfg,
+                        actions: ACTIONS,
+                        state: &before,
+                        steps: l.step,
+                        optimizer_steps: l.optimizer_steps(),
+                        batch: &b,
+                        weights: None,
+                    });
+                    let out = l.train_step(&b);
+                    margin = margin.max(want.check("loss", &out.loss, &what(2, 50))).max(want.check_state(&l.state_tensors(), &what(2, 50)));
                 }
-                // The runs moved, each its own way (the one that left kept its state).
+                // The runs moved, each its own way.
                 if k > 1 {
-                    let w = |r: usize| grouped[r].online.weights();
+                    let w = |r: usize| runs[r].online.weights();
                     assert_ne!(w(0), w(1));
                 }
+                println!("{optimizer:?}, double {double_dqn}, tau {tau}, k = {k}: largest error / bound {margin:.2e}");
             }
         }
     }

@@ -22,11 +22,12 @@
 //! (prioritized replay). The replay buffer, exploration and the environment loop are
 //! elsewhere (the manager's replay, the workers).
 
-use super::{DqnConfig, Learner, Linear, OptimizerKind, ADVANTAGE, ADVANTAGE_HIDDEN, SHARED, VALUE, VALUE_HIDDEN};
+use super::{DqnConfig, Linear, OptimizerKind, ADVANTAGE, ADVANTAGE_HIDDEN, SHARED, VALUE, VALUE_HIDDEN};
 use crate::experience::col;
 use crate::model::TENSORS;
 use crate::optim::Optimizer;
 use crate::state::STATE_DIM;
+use std::collections::HashMap;
 use tch::{Kind, Reduction, Tensor};
 
 // ---------------------------------------------------------------------------------
@@ -56,21 +57,43 @@ fn q_network(params: &[Tensor], x: &Tensor) -> Tensor {
     let advantage = linear(&linear(&h, ADVANTAGE_HIDDEN).relu(), ADVANTAGE); // [N, A]
 
     // Dueling (Wang et al. 2016): subtracting the mean keeps V and A identifiable.
-    value + &advantage - advantage.mean_dim(1, true, Kind::Float)
+    value + &advantage - advantage.mean_dim(1, true, advantage.kind())
 }
 
-/// The learner: online and target networks, the optimizer's state, the step counter.
+/// The learner: online and target networks, the optimizer's state, the step counters.
 pub(super) struct Reference {
     /// The online network's parameters in [`TENSORS`] order: autograd leaves.
-    pub(super) online: Vec<Tensor>,
+    online: Vec<Tensor>,
     /// The target network's: plain tensors, never trained, only copied into.
-    pub(super) target: Vec<Tensor>,
+    target: Vec<Tensor>,
+    /// The published average of the online weights (`publish_average_tau` > 0).
+    average: Option<Vec<Tensor>>,
     /// The optimizer's state, `slots[k][i]` for parameter `i` (RMSProp: `square_avg`;
     /// Adam: `exp_avg`, `exp_avg_sq`: PyTorch's names).
     slots: Vec<Vec<Tensor>>,
-    /// Train steps taken.
+    /// Train steps taken (the target sync counts them).
     steps: u64,
+    /// Optimizer updates applied (Adam's bias correction counts them).
+    optimizer_steps: u64,
     cfg: DqnConfig,
+}
+
+/// What one reference step gives: the loss and its by-products, the clipped gradients it
+/// applied, and the learner's tensors after it (each in [`TENSORS`] order).
+pub(super) struct RefOut {
+    /// Mean (weighted) Huber loss, of the weights before the update.
+    pub loss: Tensor,
+    /// Mean Q(s, a) of the taken actions.
+    pub mean_q: Tensor,
+    /// The global gradient norm before clipping.
+    pub grad_norm: Tensor,
+    /// Each row's |TD error|, `[B]`.
+    pub td_abs: Tensor,
+    pub grads: Vec<Tensor>,
+    pub online: Vec<Tensor>,
+    pub target: Vec<Tensor>,
+    pub slots: Vec<Vec<Tensor>>,
+    pub average: Option<Vec<Tensor>>,
 }
 
 impl Reference {
@@ -80,9 +103,10 @@ impl Reference {
 
     /// One DQN update on `batch` (`[B, 57]` rows in the wire layout, `experience::col`),
     /// each row's loss scaled by `weights` (`[B]`, prioritized replay's importance
-    /// weights) if given. Returns the loss, of the weights before the update.
-    pub(super) fn step(&mut self, batch: &Tensor, weights: Option<&Tensor>) -> f32 {
+    /// weights) if given.
+    pub(super) fn step(&mut self, batch: &Tensor, weights: Option<&Tensor>) -> RefOut {
         let cfg = self.cfg.clone();
+        let kind = batch.kind();
         let states = batch.narrow(1, col::STATE as i64, STATE_DIM as i64);
         let actions = batch.narrow(1, col::ACTION as i64, 1).to_kind(Kind::Int64); // [B, 1]
 
@@ -117,7 +141,7 @@ impl Reference {
         let q_taken = q_network(&self.online, &states).gather(1, &actions, false).squeeze_dim(1);
         let loss = match weights {
             None => q_taken.huber_loss(&td_target, Reduction::Mean, cfg.huber_delta),
-            Some(w) => (q_taken.huber_loss(&td_target, Reduction::None, cfg.huber_delta) * w).mean(Kind::Float),
+            Some(w) => (q_taken.huber_loss(&td_target, Reduction::None, cfg.huber_delta) * w).mean(kind),
         };
 
         // 3. Gradients (optimizer.zero_grad(); loss.backward()).
@@ -126,13 +150,14 @@ impl Reference {
         }
         loss.backward();
         self.steps += 1;
+        self.optimizer_steps += 1;
 
-        tch::no_grad(|| {
+        let grad_norm = tch::no_grad(|| {
             // 4. Clip the gradients to one global L2 norm over all of them
             //    (torch.nn.utils.clip_grad_norm_).
+            let norms: Vec<Tensor> = self.online.iter().map(|p| p.grad().norm()).collect();
+            let total = Tensor::stack(&norms, 0).norm();
             if cfg.max_grad_norm > 0.0 {
-                let norms: Vec<Tensor> = self.online.iter().map(|p| p.grad().norm()).collect();
-                let total = Tensor::stack(&norms, 0).norm();
                 let clip = ((&total + 1e-6).reciprocal() * cfg.max_grad_norm).clamp_max(1.0);
                 for p in &self.online {
                     let _ = p.grad().g_mul_(&clip);
@@ -140,14 +165,32 @@ impl Reference {
             }
             // 5. The optimizer (optimizer.step()).
             self.optimizer_step();
-            // 6. Target sync: a copy of the online weights every `target_sync_every` steps.
+            // 6. The published average: a Polyak average of the online weights.
+            if let Some(average) = &mut self.average {
+                for (a, p) in average.iter_mut().zip(&self.online) {
+                    let _ = a.lerp_(p, cfg.publish_average_tau);
+                }
+            }
+            // 7. Target sync: a copy of the online weights every `target_sync_every` steps.
             if self.steps.is_multiple_of(cfg.target_sync_every) {
                 for (t, p) in self.target.iter_mut().zip(&self.online) {
                     t.copy_(p);
                 }
             }
+            total
         });
-        f32::try_from(&loss).expect("a scalar loss")
+        let copies = |ts: &[Tensor]| ts.iter().map(|t| t.detach().copy()).collect::<Vec<_>>();
+        RefOut {
+            loss: loss.detach(),
+            mean_q: q_taken.detach().mean(kind),
+            grad_norm,
+            td_abs: (q_taken.detach() - td_target).abs(),
+            grads: self.online.iter().map(|p| p.grad().copy()).collect(),
+            online: copies(&self.online),
+            target: copies(&self.target),
+            slots: self.slots.iter().map(|s| copies(s)).collect(),
+            average: self.average.as_deref().map(copies),
+        }
     }
 
     /// `torch.optim.RMSprop` or `torch.optim.Adam` (default settings but `lr`, `alpha`,
@@ -167,7 +210,7 @@ impl Reference {
             }
             OptimizerKind::Adam => {
                 let (b1, b2) = cfg.adam_betas;
-                let t = self.steps as i32;
+                let t = self.optimizer_steps as i32;
                 let (bc1, bc2) = (1.0 - b1.powi(t), 1.0 - b2.powi(t));
                 let (m, v) = self.slots.split_at_mut(1);
                 for ((p, m), v) in self.online.iter().zip(m[0].iter_mut()).zip(v[0].iter_mut()) {
@@ -183,27 +226,31 @@ impl Reference {
     }
 
     // -----------------------------------------------------------------------------
-    // For the equality test: start from, and catch up with, a fused `Learner`
+    // For the numerics tests: start from a learner's state
     // -----------------------------------------------------------------------------
 
-    /// A reference learner with `from`'s weights and a fresh optimizer.
-    pub(super) fn new(cfg: &DqnConfig, from: &Learner) -> Reference {
-        let take = |net: &super::DuelingDqn, grad: bool| (0..TENSORS.len()).map(|i| net.param(i).detach().copy().set_requires_grad(grad)).collect::<Vec<_>>();
-        let online = take(&from.online, true);
-        let slots = Optimizer::slot_names(cfg.optimizer).iter().map(|_| online.iter().map(Tensor::zeros_like).collect()).collect();
-        Reference { target: take(&from.target, false), online, slots, steps: 0, cfg: cfg.clone() }
-    }
-
-    /// Continue from `lean`'s weights and optimizer state.
-    pub(super) fn take_state(&mut self, lean: &Learner) {
-        tch::no_grad(|| {
-            for i in 0..TENSORS.len() {
-                self.online[i].copy_(&lean.online.param(i));
-                self.target[i].copy_(&lean.target.param(i));
-                for (slot, flat) in self.slots.iter_mut().zip(&lean.optimizer.slots) {
-                    slot[i].copy_(&lean.online.view_of(flat, i));
-                }
-            }
-        });
+    /// A reference learner holding `state` (`Learner::state_tensors()`, copied, in the
+    /// tensors' own kind: the oracle passes float64), `steps` train steps and
+    /// `optimizer_steps` updates taken. Optimizer slots missing from `state` start at
+    /// zero, as a fresh optimizer's.
+    pub(super) fn from_state(cfg: &DqnConfig, state: &HashMap<String, Tensor>, steps: u64, optimizer_steps: u64) -> Reference {
+        let net = |prefix: &str| -> Option<Vec<Tensor>> { TENSORS.iter().map(|n| state.get(&format!("{prefix}.{n}")).map(|t| t.detach().copy())).collect() };
+        let online: Vec<Tensor> = net("online").expect("the state has the online weights").into_iter().map(|t| t.set_requires_grad(true)).collect();
+        let kind = match cfg.optimizer {
+            OptimizerKind::Rmsprop => "rmsprop",
+            OptimizerKind::Adam => "adam",
+        };
+        let slots = Optimizer::slot_names(cfg.optimizer)
+            .iter()
+            .map(|slot| {
+                online
+                    .iter()
+                    .zip(TENSORS)
+                    .map(|(p, n)| state.get(&format!("optim.{kind}.{slot}.{n}")).map_or_else(|| p.detach().zeros_like(), |t| t.copy()))
+                    .collect()
+            })
+            .collect();
+        let average = (cfg.publish_average_tau > 0.0).then(|| net("average").expect("the state has the published average"));
+        Reference { target: net("target").expect("the state has the target weights"), online, average, slots, steps, optimizer_steps, cfg: cfg.clone() }
     }
 }
