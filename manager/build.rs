@@ -64,6 +64,9 @@ fn compile_shim(torch_lib: &Path, cuda_include: &Path) {
         .flag("-std=c++17")
         .flag(format!("-D_GLIBCXX_USE_CXX11_ABI={abi}"))
         .flag("-DGLOG_USE_GLOG_EXPORT")
+        // As libtorch itself is built: some of its classes (RecordFunction) have
+        // members only without NDEBUG, so a shim built without it would see another layout.
+        .define("NDEBUG", None)
         .warnings(false)
         .compile("shine_cuda_graph");
     // The shim calls into these; they are loaded with libtorch anyway.

@@ -1,26 +1,28 @@
 //! The Dueling DQN in tch (feature `torch`; only the manager turns it on): the
-//! network, and the [`Learner`] that trains it.
+//! network, the [`Learner`] that holds one run's training state, and (in `group.rs`)
+//! the one train step every run takes, alone or with others ([`Group`]).
 //!
 //! **Read `src/dqn/reference.rs` first.** It is the same train step in plain autograd,
 //! top to bottom in the shape of CleanRL's `dqn.py` (config, model, loss, target
 //! sync), with the easy-to-miss lines marked: terminal against time-limit ends, the
-//! no-grad target, Double DQN, n-step returns. This file computes the same, fused, and
-//! a test (`the_lean_step_computes_what_the_step_before_it_did`) holds the two equal,
-//! step by step. In order: [`DqnConfig`] (the documented hyper-parameters), the flat
-//! parameter layout ([`LAYOUT`]), [`DuelingDqn`] (the model, with its hand-written
-//! backward), [`Learner::train_step`] (TD target, Huber loss, clipping, optimizer,
-//! target sync).
+//! no-grad target, Double DQN, n-step returns. [`Group::device_step`] computes the same
+//! in a few dozen ops, and the numerics tests hold it to the reference run in float64,
+//! within what float32 rounding allows (`src/dqn/oracle.rs` derives that bound). In
+//! order here: [`DqnConfig`] (the documented hyper-parameters), [`row`] (a transition
+//! as the learner reads it on the device), the flat parameter layout ([`Layout`]),
+//! [`DuelingDqn`] (the model), [`Learner`] (a run's networks, optimizer state and
+//! counters).
 //!
-//! Fused means: the parameters live in one flat buffer ([`DuelingDqn`]); by name (the
-//! PyTorch attribute names of [`crate::model::TENSORS`], the `state_dict` keys of the
-//! model file and of checkpoints) they are views of it. The gradients are written by
-//! hand ([`DuelingDqn::backward`]), not taken by autograd. The optimizers are
-//! [`crate::optim`]'s, over the whole buffer at once.
+//! Fused means: a network's parameters live in one flat buffer laid out for the step's
+//! products ([`Layout`]); by name (the PyTorch attribute names of
+//! [`crate::model::TENSORS`], the `state_dict` keys of the model file and of
+//! checkpoints) they are views of it. The gradients are written by hand, not taken by
+//! autograd. The optimizers are [`crate::optim`]'s, over whole buffers at once.
 //!
 //! The train step never waits for the device: it reads nothing back to the host (no
-//! `f64::try_from`, no `.item()`), so on CUDA the whole step is queued kernels and the
-//! host moves on to the next one. Loss and mean Q come back as device scalars that the
-//! caller reads only every few hundred steps.
+//! `f64::try_from`, no `.item()`), so on CUDA the whole step is queued kernels, and it
+//! can be captured once as a CUDA graph. The loss and mean Q are by-products the caller
+//! reduces only when it reads them ([`TrainOutput`]).
 
 use crate::experience::col;
 use crate::model::{self, ModelMeta, TENSORS};
@@ -28,7 +30,7 @@ use crate::optim::{Optimizer, OptimizerConfig};
 use crate::state::STATE_DIM;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
-use tch::{nn::Module, Device, Kind, Reduction, Tensor};
+use tch::{Device, Kind, Tensor};
 use thiserror::Error;
 
 /// Which optimizer [`Learner`] runs (defined with the optimizers, in `optim`).
@@ -40,7 +42,7 @@ mod oracle;
 #[cfg(test)]
 mod reference;
 
-pub use group::{Group, GroupOutput, GroupShape};
+pub use group::{Group, GroupOutput, GroupShape, TrainOutput};
 
 // ---------------------------------------------------------------------------------
 // Hyper-parameters
@@ -167,140 +169,183 @@ impl DqnConfig {
 }
 
 // ---------------------------------------------------------------------------------
+// A transition on the training device
+// ---------------------------------------------------------------------------------
+
+/// A transition as the learner reads it from the replay on the training device: 64
+/// floats (256 bytes), laid out so that every operand of the step's products is a
+/// 16-byte-aligned row, and the TD target needs no arithmetic on the terminal flag.
+///
+/// ```text
+///  0..27  state        27  1.0 (the first layer's bias input)
+///  28     action       29  reward       30  discount gamma^n (1 - terminal)       31  0
+///  32..59 next state   59  1.0          60..64  0
+/// ```
+///
+/// A batch `[B, 64]` is thus also `[2B, 32]`: its states and next states, interleaved,
+/// each padded to [`INPUTS`](row::INPUTS) inputs of the first layer. Only the first 28
+/// carry anything (the state and the bias input): the first layer's weights on inputs
+/// 28..32 are zero, so the action, reward and discount there add exactly nothing to a
+/// product. The discount is computed once, when the row is written
+/// ([`row::from_wire`]), from the run's `gamma` and `n_step`. What workers upload and
+/// the write-ahead log keeps is the wire format ([`crate::experience`], 57 floats).
+pub mod row {
+    use crate::experience::{col, TRANSITION_FLOATS};
+    use crate::state::STATE_DIM;
+
+    pub const STATE: usize = 0;
+    /// 1.0: what the first layer's bias multiplies.
+    pub const ONE: usize = STATE_DIM;
+    pub const ACTION: usize = 28;
+    pub const REWARD: usize = 29;
+    /// `gamma^n (1 - terminal)`: the bootstrap's factor.
+    pub const DISCOUNT: usize = 30;
+    pub const NEXT_STATE: usize = 32;
+    pub const NEXT_ONE: usize = NEXT_STATE + STATE_DIM;
+    /// Floats per row.
+    pub const WIDTH: usize = 64;
+    /// Inputs of the first layer: a state, the bias input, padding.
+    pub const INPUTS: usize = 32;
+    /// The first layer's inputs that carry anything: the state and the bias input.
+    pub const USED_INPUTS: usize = STATE_DIM + 1;
+
+    /// Wire rows (`n x 57`, [`col`]) as device rows (`n x 64`), appended to `out`;
+    /// `gamma_n` is the run's `gamma^n_step`.
+    pub fn from_wire(wire: &[f32], gamma_n: f32, out: &mut Vec<f32>) {
+        for t in wire.chunks_exact(TRANSITION_FLOATS) {
+            let at = out.len();
+            out.resize(at + WIDTH, 0.0);
+            let r = &mut out[at..];
+            r[STATE..STATE + STATE_DIM].copy_from_slice(&t[col::STATE..col::STATE + STATE_DIM]);
+            r[ONE] = 1.0;
+            r[ACTION] = t[col::ACTION];
+            r[REWARD] = t[col::REWARD];
+            r[DISCOUNT] = gamma_n * (1.0 - t[col::TERMINAL]);
+            r[NEXT_STATE..NEXT_STATE + STATE_DIM].copy_from_slice(&t[col::NEXT_STATE..col::NEXT_STATE + STATE_DIM]);
+            r[NEXT_ONE] = 1.0;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------
 // The flat parameter layout
 // ---------------------------------------------------------------------------------
 
-/// One `nn.Linear` of the network: the indices in [`TENSORS`] (PyTorch's `state_dict`
-/// order) of its weight, `[out, in]`, and its bias, `[out]`.
-#[derive(Debug, Clone, Copy)]
-struct Linear {
-    weight: usize,
-    bias: usize,
-}
-
-/// `shared`: state (27) -> 128.
-const SHARED: Linear = Linear { weight: 0, bias: 1 };
-/// `value_hidden`: 128 -> 512.
-const VALUE_HIDDEN: Linear = Linear { weight: 2, bias: 3 };
-/// `value`: 512 -> 1.
-const VALUE: Linear = Linear { weight: 4, bias: 5 };
-/// `advantage_hidden`: 128 -> 512.
-const ADVANTAGE_HIDDEN: Linear = Linear { weight: 6, bias: 7 };
-/// `advantage`: 512 -> A.
-const ADVANTAGE: Linear = Linear { weight: 8, bias: 9 };
-
-/// Every layer in [`TENSORS`] order (each layer's weight, then its bias).
-const LAYERS: [Linear; 5] = [SHARED, VALUE_HIDDEN, VALUE, ADVANTAGE_HIDDEN, ADVANTAGE];
-
-/// Storage order of the [`TENSORS`] (by index) in the flat buffer: the value and
-/// advantage hidden layers' weights adjacent, then their biases adjacent, so each pair
-/// is one `[1024, 128]` weight and one `[1024]` bias.
-pub const LAYOUT: [usize; 10] = [
-    SHARED.weight,
-    SHARED.bias,
-    VALUE_HIDDEN.weight,
-    ADVANTAGE_HIDDEN.weight,
-    VALUE_HIDDEN.bias,
-    ADVANTAGE_HIDDEN.bias,
-    VALUE.weight,
-    VALUE.bias,
-    ADVANTAGE.weight,
-    ADVANTAGE.bias,
-];
-
-/// The operands of the forward and the backward, in storage order. `T` is a view of a
-/// buffer laid out as [`LAYOUT`] (the parameters, or their gradients), or, in
-/// [`BLOCKS`], the [`TENSORS`] that the view covers.
-#[derive(Debug)]
-struct Blocks<T = Tensor> {
-    /// `shared`: `[128, 27]`, `[128]`.
-    w1: T,
-    b1: T,
-    /// Both streams' hidden layers, value rows first: `[1024, 128]`, `[1024]`.
-    w2: T,
-    b2: T,
-    /// The value head, `[1, 512]`, `[1]`.
-    wv: T,
-    bv: T,
-    /// The advantage head, `[A, 512]`, `[A]`.
-    wa: T,
-    ba: T,
-}
-
-impl<T> Blocks<T> {
-    fn map<U>(self, mut f: impl FnMut(T) -> U) -> Blocks<U> {
-        let Blocks { w1, b1, w2, b2, wv, bv, wa, ba } = self;
-        Blocks { w1: f(w1), b1: f(b1), w2: f(w2), b2: f(b2), wv: f(wv), bv: f(bv), wa: f(wa), ba: f(ba) }
-    }
-}
-
-/// The [`TENSORS`] each block covers: one tensor, or two stored adjacent in [`LAYOUT`]
-/// (the two streams' hidden layers), stacked on dimension 0.
-const BLOCKS: Blocks<&[usize]> = Blocks {
-    w1: &[SHARED.weight],
-    b1: &[SHARED.bias],
-    w2: &[VALUE_HIDDEN.weight, ADVANTAGE_HIDDEN.weight],
-    b2: &[VALUE_HIDDEN.bias, ADVANTAGE_HIDDEN.bias],
-    wv: &[VALUE.weight],
-    bv: &[VALUE.bias],
-    wa: &[ADVANTAGE.weight],
-    ba: &[ADVANTAGE.bias],
-};
-
-/// Where each of the [`TENSORS`] sits in a flat buffer laid out as [`LAYOUT`], for a
-/// network of a given action count.
-#[derive(Debug)]
-struct Layout {
-    /// Element offset of each tensor of [`TENSORS`] in the buffer.
-    offsets: [i64; 10],
-    /// The shape of each tensor of [`TENSORS`] ([`ModelMeta::shapes`]).
-    shapes: [Vec<i64>; 10],
-    /// Elements in all.
+/// The parameters as the step multiplies them, in one flat buffer: five blocks, each a
+/// 16-byte-aligned matrix, so that every product reads and writes whole aligned rows
+/// (on a GPU, misaligned operands cost split-K chains of three kernels):
+///
+/// ```text
+/// w1  [128, 32]     shared.weight in columns 0..27, shared.bias in column 27, zeros after
+/// w2  [1024, 128]   value_hidden.weight (rows 0..512), advantage_hidden.weight (512..1024)
+/// b2  [1024]        value_hidden.bias, advantage_hidden.bias
+/// wh  [H, 1024]     row 0: value.weight on columns 0..512; rows 1..1+A: advantage.weight
+///                   on columns 512..1024; every other element zero
+/// bh  [H]           value.bias, advantage.bias, zeros
+/// ```
+///
+/// `H` is `1 + A` rounded up to a multiple of 4 ([`Layout::heads`]). The first layer's
+/// bias sits beside its weights because each device row carries a 1.0 beside its state
+/// ([`row`]): one product gives the layer and its bias, and one product its gradients.
+/// The two heads are one product over both streams' 1,024 units (the zeros keep each
+/// head to its stream), whose output is `[V, A_0 .. A_{A-1}, 0 ..]`. The zeros stay
+/// zero: their gradients are never written, so no optimizer moves them.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    actions: usize,
+    heads: usize,
     len: i64,
 }
 
+/// A block of [`Layout`]: its offset in the buffer and its shape.
+#[derive(Debug, Clone, Copy)]
+struct Block {
+    offset: i64,
+    rows: i64,
+    /// 0: a vector of `rows`.
+    cols: i64,
+}
+
+/// The blocks of one network (or, stacked, of k: each with a leading run dimension).
+#[derive(Debug)]
+pub(crate) struct Blocks {
+    pub w1: Tensor,
+    pub w2: Tensor,
+    pub b2: Tensor,
+    pub wh: Tensor,
+    pub bh: Tensor,
+}
+
+const SHARED: i64 = model::SHARED as i64;
+const STREAM: i64 = model::STREAM as i64;
+
 impl Layout {
-    fn new(actions: usize) -> Layout {
-        let shapes: [Vec<i64>; 10] = ModelMeta::new("", actions).shapes().map(|s| s.iter().map(|&d| d as i64).collect());
-        let mut offsets = [0i64; 10];
-        let mut at = 0i64;
-        for i in LAYOUT {
-            offsets[i] = at;
-            at += shapes[i].iter().product::<i64>();
+    pub fn new(actions: usize) -> Layout {
+        let heads = (1 + actions).div_ceil(4) * 4;
+        let mut l = Layout { actions, heads, len: 0 };
+        let bh = l.blocks_at()[4];
+        l.len = bh.offset + bh.rows;
+        l
+    }
+
+    /// Rows of the heads' block: the value, the advantages, zero rows to a multiple of 4.
+    pub fn heads(&self) -> usize {
+        self.heads
+    }
+
+    pub fn actions(&self) -> usize {
+        self.actions
+    }
+
+    /// Elements of a buffer laid out as this.
+    pub fn len(&self) -> i64 {
+        self.len
+    }
+
+    /// w1, w2, b2, wh, bh.
+    fn blocks_at(&self) -> [Block; 5] {
+        let h = self.heads as i64;
+        let w1 = Block { offset: 0, rows: SHARED, cols: row::INPUTS as i64 };
+        let w2 = Block { offset: w1.offset + SHARED * row::INPUTS as i64, rows: 2 * STREAM, cols: SHARED };
+        let b2 = Block { offset: w2.offset + 2 * STREAM * SHARED, rows: 2 * STREAM, cols: 0 };
+        let wh = Block { offset: b2.offset + 2 * STREAM, rows: h, cols: 2 * STREAM };
+        let bh = Block { offset: wh.offset + h * 2 * STREAM, rows: h, cols: 0 };
+        [w1, w2, b2, wh, bh]
+    }
+
+    /// Block `b` of `flat` (`[P]`, or k buffers stacked `[k, P]`): a view, with the
+    /// same leading dimensions.
+    fn block(flat: &Tensor, b: Block) -> Tensor {
+        let lead = &flat.size()[..flat.dim() - 1];
+        let shape: Vec<i64> = lead.iter().copied().chain([b.rows]).chain((b.cols > 0).then_some(b.cols)).collect();
+        let n = b.rows * b.cols.max(1);
+        flat.narrow(-1, b.offset, n).view(shape.as_slice())
+    }
+
+    /// The blocks of `flat` (`[P]` or `[k, P]`), as views.
+    pub(crate) fn blocks(&self, flat: &Tensor) -> Blocks {
+        let [w1, w2, b2, wh, bh] = self.blocks_at().map(|b| Self::block(flat, b));
+        Blocks { w1, w2, b2, wh, bh }
+    }
+
+    /// Tensor `i` of [`TENSORS`] in `flat` (a buffer laid out as this, `[P]`): a view,
+    /// of the shape [`ModelMeta::shapes`] gives it.
+    pub fn view(&self, flat: &Tensor, i: usize) -> Tensor {
+        let b = self.blocks(flat);
+        let a = self.actions as i64;
+        match i {
+            0 => b.w1.narrow(-1, 0, STATE_DIM as i64),
+            1 => b.w1.select(-1, row::ONE as i64),
+            2 => b.w2.narrow(-2, 0, STREAM),
+            3 => b.b2.narrow(-1, 0, STREAM),
+            4 => b.wh.narrow(-2, 0, 1).narrow(-1, 0, STREAM),
+            5 => b.bh.narrow(-1, 0, 1),
+            6 => b.w2.narrow(-2, STREAM, STREAM),
+            7 => b.b2.narrow(-1, STREAM, STREAM),
+            8 => b.wh.narrow(-2, 1, a).narrow(-1, STREAM, STREAM),
+            9 => b.bh.narrow(-1, 1, a),
+            _ => panic!("the network has ten tensors, not {}", i + 1),
         }
-        Layout { offsets, shapes, len: at }
-    }
-
-    /// Tensor `i` of [`TENSORS`] in a buffer laid out as this.
-    fn view(&self, flat: &Tensor, i: usize) -> Tensor {
-        let n: i64 = self.shapes[i].iter().product();
-        flat.narrow(0, self.offsets[i], n).view(self.shapes[i].as_slice())
-    }
-
-    /// The [`BLOCKS`] of a buffer laid out as this.
-    fn blocks(&self, flat: &Tensor) -> Blocks {
-        BLOCKS.map(|covers| {
-            let shape = self.block_shape(covers);
-            flat.narrow(0, self.offsets[covers[0]], shape.iter().product()).view(shape.as_slice())
-        })
-    }
-
-    /// The [`BLOCKS`] of k buffers laid out as this, stacked (`[k, len]`): each block
-    /// `[k, ...]`, run r's block in row r (a [`Group`]'s operands).
-    fn stacked_blocks(&self, flat: &Tensor) -> Blocks {
-        let k = flat.size()[0];
-        BLOCKS.map(|covers| {
-            let shape = self.block_shape(covers);
-            let stacked: Vec<i64> = std::iter::once(k).chain(shape.iter().copied()).collect();
-            flat.narrow(1, self.offsets[covers[0]], shape.iter().product()).view(stacked.as_slice())
-        })
-    }
-
-    /// The shape of the block covering `covers` (adjacent tensors stacked on dimension 0).
-    fn block_shape(&self, covers: &[usize]) -> Vec<i64> {
-        let mut shape = self.shapes[covers[0]].clone();
-        shape[0] = covers.iter().map(|&i| self.shapes[i][0]).sum();
-        shape
     }
 }
 
@@ -308,77 +353,31 @@ impl Layout {
 // The model
 // ---------------------------------------------------------------------------------
 
-/// The paper's network: 27 -> 128 -> (value 512 -> 1, advantage 512 -> A).
-///
-/// Every parameter lives in one flat buffer, laid out so that
-/// the two streams' hidden layers sit side by side ([`LAYOUT`]): their two 512-wide
-/// products are one 1024-wide product, and the optimizer, the gradient clipping and the
-/// target copy are each a few ops on one tensor instead of a loop over ten. The
-/// parameters by name ([`DuelingDqn::param`], the model file, checkpoints) are views of
-/// it, under the PyTorch names of [`crate::model::TENSORS`].
-///
-/// No autograd: [`DuelingDqn::backward`] writes the gradient of the taken actions' Q
-/// values straight into a buffer laid out as `flat`. At batch 32 a train step's
-/// arithmetic is about 42 MFLOP, nearly all of it the 1024 x 128 layer (forwards over
-/// 96 rows, two backward products over 32); autograd's graph, per-tensor gradients and
-/// their gathering into one buffer were about a sixth of the step on the CPU.
+/// The paper's network: 27 -> 128 -> (value 512 -> 1, advantage 512 -> A), every
+/// parameter in one flat buffer laid out by [`Layout`]. The parameters by name
+/// ([`DuelingDqn::param`], the model file, checkpoints) are views of it, under the
+/// PyTorch names of [`crate::model::TENSORS`]; the model file is exactly as it was
+/// before the layout had padding (`docs/model-format.md`).
 #[derive(Debug)]
 pub struct DuelingDqn {
-    /// Every parameter, end to end in [`LAYOUT`] order.
+    /// Every parameter, laid out by `layout`.
     flat: Tensor,
-    /// The forward's operands, views of `flat` (so an update of `flat` is an update of
-    /// them).
-    blocks: Blocks,
-    actions: usize,
     layout: Layout,
-}
-
-/// A forward pass's results that the backward needs: post-ReLU activations and the two
-/// heads' outputs, one row per input. One network's (`[N, ...]`) or, in a [`Group`],
-/// k networks' stacked (`[k, N, ...]`): rows are the second-to-last dimension and
-/// actions the last, so the same code serves both.
-struct Activations {
-    /// `[N, 128]`
-    h1: Tensor,
-    /// `[N, 1024]`: the value stream's 512 columns, then the advantage stream's.
-    h2: Tensor,
-    /// `[N, 1]`
-    value: Tensor,
-    /// `[N, A]`
-    advantage: Tensor,
-}
-
-impl Activations {
-    /// Rows `start .. start + len` of every activation.
-    fn rows(&self, start: i64, len: i64) -> Activations {
-        let r = |t: &Tensor| t.narrow(-2, start, len);
-        Activations { h1: r(&self.h1), h2: r(&self.h2), value: r(&self.value), advantage: r(&self.advantage) }
-    }
-
-    /// Q = V + A - mean(A): the mean keeps V and A identifiable (Wang et al.).
-    fn q(&self) -> Tensor {
-        &self.value + &self.advantage - self.advantage.mean_dim(-1, true, Kind::Float)
-    }
-
-    /// Q(s, a) for one action per row (`actions`: `[N, 1]` int64), `[N]`, computed as
-    /// [`Activations::q`] would without the other actions' Q values.
-    fn q_of(&self, actions: &Tensor) -> Tensor {
-        (&self.value + self.advantage.gather(-1, actions, false) - self.advantage.mean_dim(-1, true, Kind::Float)).squeeze_dim(-1)
-    }
 }
 
 impl DuelingDqn {
     /// Fresh weights: PyTorch's `nn.Linear` initialisation, uniform in
-    /// `±1/sqrt(fan_in)` for weights and biases alike.
+    /// `±1/sqrt(fan_in)` for weights and biases alike; the layout's padding zero.
     pub fn new(device: Device, actions: usize) -> Self {
         let layout = Layout::new(actions);
         let flat = Tensor::zeros([layout.len], (Kind::Float, device));
-        let blocks = layout.blocks(&flat);
-        let net = DuelingDqn { flat, blocks, actions, layout };
-        for layer in LAYERS {
+        let net = DuelingDqn { flat, layout };
+        let shapes = ModelMeta::new("", actions).shapes();
+        for layer in 0..TENSORS.len() / 2 {
+            let (weight, bias) = (2 * layer, 2 * layer + 1);
             // The weight's fan-in, for the bias too (PyTorch's choice).
-            let bound = 1.0 / (net.layout.shapes[layer.weight][1] as f64).sqrt();
-            for i in [layer.weight, layer.bias] {
+            let bound = 1.0 / (shapes[weight][1] as f64).sqrt();
+            for i in [weight, bias] {
                 let _ = net.param(i).uniform_(-bound, bound);
             }
         }
@@ -386,14 +385,22 @@ impl DuelingDqn {
     }
 
     pub fn actions(&self) -> usize {
-        self.actions
+        self.layout.actions
+    }
+
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The flat buffer (every parameter, and the layout's padding).
+    pub fn flat(&self) -> &Tensor {
+        &self.flat
     }
 
     /// Keep the weights in `flat` from now on (a buffer laid out as this network's: a
     /// [`Group`]'s row), copying them there first.
     fn move_to(&mut self, mut flat: Tensor) {
         flat.copy_(&self.flat);
-        self.blocks = self.layout.blocks(&flat);
         self.flat = flat;
     }
 
@@ -404,56 +411,23 @@ impl DuelingDqn {
     /// Tensor `i` of [`TENSORS`]: a view of the flat buffer (writes to it are writes to
     /// the network).
     pub fn param(&self, i: usize) -> Tensor {
-        self.view_of(&self.flat, i)
+        self.layout.view(&self.flat, i)
     }
 
-    /// Tensor `i` of [`TENSORS`] in another buffer laid out as this network's (an
-    /// optimizer slot).
-    fn view_of(&self, flat: &Tensor, i: usize) -> Tensor {
-        self.layout.view(flat, i)
-    }
-
-    /// The forward, keeping what [`DuelingDqn::backward`] needs.
-    fn activations(&self, x: &Tensor) -> Activations {
-        let p = &self.blocks;
-        let h1 = x.linear(&p.w1, Some(&p.b1)).relu();
-        // Both streams' hidden layers in one product: [N, 1024], value half first.
-        let h2 = h1.linear(&p.w2, Some(&p.b2)).relu();
-        let stream = model::STREAM as i64;
-        let value = h2.narrow(1, 0, stream).linear(&p.wv, Some(&p.bv));
-        let advantage = h2.narrow(1, stream, stream).linear(&p.wa, Some(&p.ba));
-        Activations { h1, h2, value, advantage }
-    }
-
-    /// Gradients of `sum_i dq[i] * Q(x_i, actions_i)` with respect to every parameter,
-    /// written into `grads` (views of a buffer laid out as the parameters, every element
-    /// overwritten). `act` is the forward over the rows of `x`; `actions` `[B, 1]`
-    /// int64, `dq` `[B]`. The chain rule by hand, layer by layer from the top.
-    fn backward(&self, x: &Tensor, act: &Activations, actions: &Tensor, dq: &Tensor, grads: &Blocks) {
-        let p = &self.blocks;
-        let rows = x.size()[0];
-        let stream = model::STREAM as i64;
-        let (h2v, h2a) = (act.h2.narrow(1, 0, stream), act.h2.narrow(1, stream, stream));
-        let dq = dq.unsqueeze(1); // [B, 1]
-                                  // Q_a = V + A_a - mean_k A_k: dQ_a/dV = 1, dQ_a/dA_k = [k = a] - 1/A.
-        let mut d_adv = (&dq * (-1.0 / self.actions as f64)).expand([rows, self.actions as i64], false).contiguous();
-        let _ = d_adv.scatter_add_(1, actions, &dq);
-        let _ = dq.tr().mm_out(&grads.wv, &h2v);
-        let _ = dq.sum_intlist_out(&grads.bv, [0i64].as_slice(), false, Kind::Float);
-        let _ = d_adv.tr().mm_out(&grads.wa, &h2a);
-        let _ = d_adv.sum_intlist_out(&grads.ba, [0i64].as_slice(), false, Kind::Float);
-        // Into both streams' hidden layer: one [B, 1024] gradient, each head's product
-        // written into its half.
-        let dh2 = Tensor::empty([rows, 2 * stream], (Kind::Float, x.device()));
-        let _ = dq.mm_out(&dh2.narrow(1, 0, stream), &p.wv);
-        let _ = d_adv.mm_out(&dh2.narrow(1, stream, stream), &p.wa);
-        // ReLU passes the gradient where its output is positive.
-        let dz2 = act.h2.threshold_backward(&dh2, 0.0);
-        let _ = dz2.tr().mm_out(&grads.w2, &act.h1);
-        let _ = dz2.sum_intlist_out(&grads.b2, [0i64].as_slice(), false, Kind::Float);
-        let dz1 = act.h1.threshold_backward(&dz2.mm(&p.w2), 0.0);
-        let _ = dz1.tr().mm_out(&grads.w1, x);
-        let _ = dz1.sum_intlist_out(&grads.b1, [0i64].as_slice(), false, Kind::Float);
+    /// Q-values of states `x` (`[N, 27]`): the network for inference (and the frozen TD
+    /// errors at ingest), from the named tensors. The train step has its own forward,
+    /// over device rows ([`Group::device_step`]).
+    pub fn forward(&self, x: &Tensor) -> Tensor {
+        let p = |i: usize| self.param(i);
+        let h1 = x.linear(&p(0), Some(&p(1))).relu();
+        let b = self.layout.blocks(&self.flat);
+        // Both streams' hidden layers in one product, then both heads in one.
+        let h2 = h1.linear(&b.w2, Some(&b.b2)).relu();
+        let o = h2.linear(&b.wh, Some(&b.bh));
+        let value = o.narrow(1, 0, 1);
+        let advantage = o.narrow(1, 1, self.layout.actions as i64);
+        // Q = V + A - mean(A): the mean keeps V and A identifiable (Wang et al.).
+        value + &advantage - advantage.mean_dim(1, true, Kind::Float)
     }
 
     /// Weights in [`TENSORS`] order as host vectors (for the model file).
@@ -468,8 +442,10 @@ impl DuelingDqn {
 
     /// Overwrite the weights (in [`TENSORS`] order, shapes as [`ModelMeta::shapes`]).
     pub fn set_weights(&mut self, weights: &[Vec<f32>]) {
+        let shapes = ModelMeta::new("", self.layout.actions).shapes();
         for (i, w) in weights.iter().enumerate().take(TENSORS.len()) {
-            let src = Tensor::from_slice(w).view(self.layout.shapes[i].as_slice()).to_device(self.device());
+            let shape: Vec<i64> = shapes[i].iter().map(|&d| d as i64).collect();
+            let src = Tensor::from_slice(w).view(shape.as_slice()).to_device(self.device());
             self.param(i).copy_(&src);
         }
     }
@@ -480,61 +456,9 @@ impl DuelingDqn {
     }
 }
 
-impl Module for DuelingDqn {
-    fn forward(&self, x: &Tensor) -> Tensor {
-        self.activations(x).q()
-    }
-}
-
 // ---------------------------------------------------------------------------------
 // The learner
 // ---------------------------------------------------------------------------------
-
-/// What one train step returns: scalars still on the device. Reading them
-/// (`f32::try_from`) waits for the step to finish, so do it only now and then.
-pub struct TrainOutput {
-    /// Mean Huber TD loss of the batch (CleanRL: `losses/td_loss`).
-    pub loss: Tensor,
-    /// Mean Q(s, a) of the taken actions (CleanRL: `losses/q_values`).
-    pub mean_q: Tensor,
-    /// Global gradient L2 norm before clipping.
-    pub grad_norm: Tensor,
-    /// With importance weights (prioritized replay): each transition's |TD error|,
-    /// `[batch]`, detached: the rows' new priorities.
-    pub td_abs: Option<Tensor>,
-}
-
-/// A batch's 57 columns, unpacked (views, no copies).
-struct Columns {
-    states: Tensor,
-    /// `[B, 1]` int64.
-    actions: Tensor,
-    rewards: Tensor,
-    next_states: Tensor,
-    terminal: Tensor,
-}
-
-impl Columns {
-    fn of(batch: &Tensor) -> Columns {
-        Self::on_dim(batch, 1)
-    }
-
-    /// The columns of k batches stacked, `[k, B, 57]` (each column `[k, B, ...]`).
-    fn of_stacked(batch: &Tensor) -> Columns {
-        Self::on_dim(batch, 2)
-    }
-
-    /// The columns of `batch` whose rows' floats run along dimension `d`.
-    fn on_dim(batch: &Tensor, d: i64) -> Columns {
-        Columns {
-            states: batch.narrow(d, col::STATE as i64, STATE_DIM as i64),
-            actions: batch.narrow(d, col::ACTION as i64, 1).to_kind(Kind::Int64),
-            rewards: batch.select(d, col::REWARD as i64),
-            next_states: batch.narrow(d, col::NEXT_STATE as i64, STATE_DIM as i64),
-            terminal: batch.select(d, col::TERMINAL as i64),
-        }
-    }
-}
 
 /// Where a learner keeps its tensors when it trains in a [`Group`]: its rows of the
 /// group's buffers, each laid out as the flat parameter buffer.
@@ -544,12 +468,15 @@ struct LearnerRows {
     average: Option<Tensor>,
     /// The optimizer's slots, in its order.
     slots: Vec<Tensor>,
-    /// Adam's count of updates on the device (`[1]`), `None` for RMSProp.
+    /// Adam's count of updates on the device (a 0-dimensional f32), `None` for RMSProp.
     device_steps: Option<Tensor>,
     grad: Tensor,
 }
 
-/// Online and target networks, optimizer state and the step counter.
+/// One run's training state: online and target networks, the published average,
+/// the optimizer's state, the gradient buffer and the step counters. It takes no step
+/// itself: a [`Group`] (of one run, or of several) does, and the learner then counts
+/// it ([`Learner::finish_step`]).
 pub struct Learner {
     pub online: DuelingDqn,
     pub target: DuelingDqn,
@@ -557,16 +484,12 @@ pub struct Learner {
     /// [`Learner::model_file`] publishes.
     pub average: Option<DuelingDqn>,
     optimizer: Optimizer,
-    /// The gradients, laid out as the parameters: each step's backward overwrites them,
-    /// and after the step they are the clipped ones it applied.
+    /// The gradients, laid out as the parameters: each step overwrites them, and after
+    /// the step they are the clipped ones it applied.
     grad: Tensor,
-    /// Views of `grad`, the backward's outputs.
-    grad_blocks: Blocks,
     /// Train steps taken, over the whole run (restored from checkpoints).
     pub step: u64,
     cfg: DqnConfig,
-    /// `gamma^n_step`: the discount of the bootstrap term.
-    gamma_n: f64,
 }
 
 impl Learner {
@@ -584,19 +507,23 @@ impl Learner {
             average
         });
         let optimizer = Optimizer::new(cfg.optimizer_config(), &online.flat);
-        let gamma_n = cfg.gamma.powi(cfg.n_step as i32);
         let grad = online.flat.zeros_like();
-        let grad_blocks = online.layout.blocks(&grad);
-        Ok(Learner { grad, grad_blocks, online, target, average, optimizer, step: 0, cfg: cfg.clone(), gamma_n })
+        Ok(Learner { grad, online, target, average, optimizer, step: 0, cfg: cfg.clone() })
     }
 
     pub fn config(&self) -> &DqnConfig {
         &self.cfg
     }
 
+    /// `gamma^n_step`: the discount of the bootstrap term (what [`row::from_wire`]
+    /// writes into a device row, with the terminal flag).
+    pub fn gamma_n(&self) -> f64 {
+        self.cfg.gamma.powi(self.cfg.n_step as i32)
+    }
+
     /// Keep every tensor in `rows` from now on (a [`Group`]'s), copying it there first.
-    /// Everything this learner does alone (a step, a restore, a checkpoint, the target
-    /// sync) then reads and writes those rows.
+    /// Everything this learner does outside the step (a restore, a checkpoint, the
+    /// target sync, publishing) then reads and writes those rows.
     fn move_into(&mut self, rows: LearnerRows) {
         let LearnerRows { online, target, average, slots, device_steps, mut grad } = rows;
         self.online.move_to(online);
@@ -613,96 +540,11 @@ impl Learner {
             *mine = row;
         }
         grad.copy_(&self.grad);
-        self.grad_blocks = self.online.layout.blocks(&grad);
         self.grad = grad;
     }
 
     pub fn device(&self) -> Device {
         self.online.device()
-    }
-
-    /// One DQN update on `batch` (`[B, 57]` f32 rows in the wire layout, on the
-    /// learner's device). Queues work on the device and returns without waiting.
-    pub fn train_step(&mut self, batch: &Tensor) -> TrainOutput {
-        self.train_step_weighted(batch, None)
-    }
-
-    /// [`Learner::train_step`] with each row's loss scaled by `weights` (`[B]`, the
-    /// prioritized replay's importance weights); the output then carries the rows'
-    /// |TD errors|. `None` is the plain step.
-    pub fn train_step_weighted(&mut self, batch: &Tensor, weights: Option<&Tensor>) -> TrainOutput {
-        let out = self.device_step(batch, weights);
-        self.finish_step();
-        out
-    }
-
-    /// [`Learner::train_step_weighted`]'s device work alone: forward, target, loss,
-    /// backward, clipping, the optimizer's update, the published average. It only
-    /// queues kernels (no read-back, no host decision on a device value), so it can be
-    /// captured once as a CUDA graph and replayed; each replay, or each call, is then
-    /// counted with [`Learner::finish_step`].
-    pub fn device_step(&mut self, batch: &Tensor, weights: Option<&Tensor>) -> TrainOutput {
-        let rows = batch.size()[0];
-        let Columns { states, actions, rewards, next_states, terminal } = Columns::of(batch);
-
-        // Double DQN's online forward over the next states rides along with the states'
-        // in one pass of 2B rows; only the states' half has a backward.
-        let (online, next_online) = if self.cfg.double_dqn {
-            let both = self.online.activations(&Tensor::cat(&[&states, &next_states], 0));
-            (both.rows(0, rows), Some(both.rows(rows, rows)))
-        } else {
-            (self.online.activations(&states), None)
-        };
-
-        // TD target. EASY TO MISS:
-        //  - the target is a constant of the loss: no gradient flows into it (the
-        //    backward below starts from Q(s, a) alone).
-        //  - (1 - terminal): no bootstrap past a real end (a lost stock, the game over).
-        //    Time-limit ends are *not* terminal: the worker uploads terminal = 0 for
-        //    them, because the state would have continued; bootstrapping is right there.
-        //  - gamma^n: with n-step returns the reward column already holds the discounted
-        //    sum r_t + gamma r_{t+1} + ... + gamma^{n-1} r_{t+n-1} and next_state is
-        //    s_{t+n}, so the bootstrap is discounted n times.
-        let next = self.target.activations(&next_states);
-        let next_q = match &next_online {
-            // Double DQN: the online net chooses, the target net evaluates. The argmax
-            // of V + A - mean(A) is the argmax of A.
-            Some(online) => next.q_of(&online.advantage.argmax(1, true)),
-            None => next.q().amax(1, false),
-        };
-        let td_target = &rewards + (1.0 - &terminal) * next_q * self.gamma_n;
-
-        let q_taken = online.q_of(&actions);
-        let td = &q_taken - &td_target;
-        let delta = self.cfg.huber_delta;
-        // The loss's slope in Q(s, a): Huber's, clamp(td, -delta, delta), times the row's
-        // importance weight (prioritized replay, Schaul et al. Algorithm 1: it undoes the
-        // bias of drawing the row more or less often than uniformly), over the mean's B.
-        let mut slope = td.clamp(-delta, delta);
-        let (loss, td_abs) = match weights {
-            None => (q_taken.huber_loss(&td_target, Reduction::Mean, delta), None),
-            Some(w) => {
-                slope *= w;
-                let per_row = q_taken.huber_loss(&td_target, Reduction::None, delta);
-                ((per_row * w).mean(Kind::Float), Some(td.abs()))
-            }
-        };
-        let slope = slope * (1.0 / rows as f64);
-        self.online.backward(&states, &online, &actions, &slope, &self.grad_blocks);
-
-        // Global L2 norm over all gradients, on the device: no host round trip.
-        let grad_norm = self.grad.norm();
-        // clip_coef <= 1 always: multiplying by it is a no-op when under the limit, so
-        // no branch on the (device-resident) norm is needed. The optimizer applies it.
-        let clip_coef = (self.cfg.max_grad_norm > 0.0).then(|| ((&grad_norm + 1e-6).reciprocal() * self.cfg.max_grad_norm).clamp_max(1.0));
-        self.optimizer.apply(&mut self.online.flat, &mut self.grad, clip_coef.as_ref());
-        if let Some(average) = &mut self.average {
-            // Polyak averaging of the iterates: the online weights of two nearby steps
-            // can act very differently (one published model survives 9 of 30 matches,
-            // the next 21 of 21); their average moves as slowly as the learning does.
-            let _ = average.flat.lerp_(&self.online.flat, self.cfg.publish_average_tau);
-        }
-        TrainOutput { loss, mean_q: q_taken.mean(Kind::Float), grad_norm, td_abs }
     }
 
     /// The host's part of a train step, after its device work: count it (the learner's
@@ -716,20 +558,29 @@ impl Learner {
         }
     }
 
-    /// Each row's |TD error| under the target network alone, `[B]`: `|r + gamma^n (1 -
-    /// terminal) max_a Q'(s', a) - Q'(s, a)|`. What an Ape-X actor computes with its
-    /// frozen copy of the model as a new row's priority; the target net is the
-    /// learner's frozen copy. Changes nothing.
+    /// Each row's |TD error| under the target network alone, `[B]`, for wire rows
+    /// `batch` (`[B, 57]`, on the learner's device): `|r + gamma^n (1 - terminal) max_a
+    /// Q'(s', a) - Q'(s, a)|`. What an Ape-X actor computes with its frozen copy of the
+    /// model as a new row's priority; the target net is the learner's frozen copy.
+    /// Changes nothing.
     pub fn frozen_td_abs(&self, batch: &Tensor) -> Tensor {
-        let Columns { states, actions, rewards, next_states, terminal } = Columns::of(batch);
-        let next_q = self.target.activations(&next_states).q().amax(1, false);
-        let td_target = &rewards + (1.0 - &terminal) * next_q * self.gamma_n;
-        (self.target.activations(&states).q_of(&actions) - &td_target).abs()
+        let column = |c: usize| batch.select(1, c as i64);
+        let states = batch.narrow(1, col::STATE as i64, STATE_DIM as i64);
+        let next_states = batch.narrow(1, col::NEXT_STATE as i64, STATE_DIM as i64);
+        let actions = batch.narrow(1, col::ACTION as i64, 1).to_kind(Kind::Int64);
+        let next_q = self.target.forward(&next_states).amax(1, false);
+        let td_target = column(col::REWARD) + (1.0 - column(col::TERMINAL)) * next_q * self.gamma_n();
+        (self.target.forward(&states).gather(1, &actions, false).squeeze_dim(1) - &td_target).abs()
     }
 
     /// Copy the online weights into the target net.
     pub fn sync_target(&mut self) {
         self.target.flat.copy_(&self.online.flat);
+    }
+
+    /// The gradient buffer: after a step, the clipped gradients it applied.
+    pub fn grad(&self) -> &Tensor {
+        &self.grad
     }
 
     /// The model file of the published weights: the average when there is one,
@@ -757,7 +608,7 @@ impl Learner {
         let kind = self.optimizer_kind_name();
         for (slot, flat) in Optimizer::slot_names(self.optimizer.kind()).iter().zip(&self.optimizer.slots) {
             for (i, name) in TENSORS.iter().enumerate() {
-                out.push((format!("optim.{kind}.{slot}.{name}"), self.online.view_of(flat, i)));
+                out.push((format!("optim.{kind}.{slot}.{name}"), self.online.layout.view(flat, i)));
             }
         }
         out
@@ -811,7 +662,7 @@ impl Learner {
         let mut slots = Vec::new();
         for (slot, flat) in Optimizer::slot_names(self.optimizer.kind()).iter().zip(&self.optimizer.slots) {
             for (i, name) in TENSORS.iter().enumerate() {
-                let dst = self.online.view_of(flat, i);
+                let dst = self.online.layout.view(flat, i);
                 let src = fetch(&format!("optim.{kind}.{slot}.{name}"), &dst);
                 slots.push((dst, src));
             }
@@ -836,6 +687,7 @@ impl Learner {
     }
 }
 
+
 #[cfg(test)]
 mod tests {
     use super::oracle;
@@ -848,44 +700,38 @@ mod tests {
         let net = DuelingDqn::new(Device::Cpu, 5);
         let x = Tensor::rand([8, STATE_DIM as i64], (Kind::Float, Device::Cpu));
         assert_eq!(net.forward(&x).size(), vec![8, 5]);
-        // Every named parameter has the model file's shape, and together they are the
-        // whole flat buffer, each element once.
+        // Every named parameter has the model file's shape, no element is in two of
+        // them, and every element of the buffer in none of them (the padding) is zero.
         let shapes = ModelMeta::new("", 5).shapes();
-        let mut total = 0;
+        let marks = net.flat.zeros_like();
         for (i, shape) in shapes.iter().enumerate() {
             let want: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
             assert_eq!(net.param(i).size(), want, "{}", TENSORS[i]);
-            total += want.iter().product::<i64>();
+            let _ = net.layout().view(&marks, i).g_add_scalar_(1.0);
         }
-        assert_eq!(net.flat.size(), vec![total]);
-        let marks = net.flat.zeros_like();
-        for i in 0..TENSORS.len() {
-            let _ = net.view_of(&marks, i).g_add_scalar_(1.0);
-        }
-        assert_eq!(f32::try_from(marks.min()).unwrap(), 1.0, "no element left out");
         assert_eq!(f32::try_from(marks.max()).unwrap(), 1.0, "no element shared");
+        let named: i64 = shapes.iter().map(|s| s.iter().product::<usize>() as i64).sum();
+        assert_eq!(i64::try_from(marks.sum(Kind::Float)).unwrap_or(0) as f64, named as f64);
+        let padding = net.flat.masked_select(&marks.eq(0.0));
+        assert_eq!(padding.size()[0], net.layout().len() - named);
+        assert!(padding.abs().max().double_value(&[]) == 0.0, "the padding is zero");
     }
 
     #[test]
-    fn the_named_layers_are_the_model_files_tensors_and_each_block_is_stored_whole() {
-        let names = ["shared", "value_hidden", "value", "advantage_hidden", "advantage"];
-        for (layer, name) in LAYERS.iter().zip(names) {
-            assert_eq!((TENSORS[layer.weight], TENSORS[layer.bias]), (format!("{name}.weight").as_str(), format!("{name}.bias").as_str()));
-        }
-        let mut sorted = LAYOUT;
-        sorted.sort();
-        assert_eq!(sorted, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9], "LAYOUT stores every tensor once");
-        // A block is one view: the tensors it covers follow each other in LAYOUT, and
-        // every tensor is in one block.
-        let Blocks { w1, b1, w2, b2, wv, bv, wa, ba } = BLOCKS;
-        let mut covered = Vec::new();
-        for covers in [w1, b1, w2, b2, wv, bv, wa, ba] {
-            let at = LAYOUT.iter().position(|&i| i == covers[0]).unwrap();
-            assert_eq!(&LAYOUT[at..at + covers.len()], covers);
-            covered.extend_from_slice(covers);
-        }
-        covered.sort();
-        assert_eq!(covered, sorted);
+    fn each_named_tensor_sits_where_the_steps_products_read_it() {
+        // Marks in each named tensor, then the blocks read back: the model file's names
+        // are the blocks' parts that the layout's doc draws.
+        let mut net = DuelingDqn::new(Device::Cpu, 5);
+        let shapes = ModelMeta::new("", 5).shapes();
+        net.set_weights(&(0..10).map(|i| vec![i as f32 + 1.0; shapes[i].iter().product()]).collect::<Vec<_>>());
+        let b = net.layout().blocks(&net.flat);
+        let at = |t: &Tensor, idx: &[i64]| t.double_value(idx);
+        assert_eq!((at(&b.w1, &[5, 3]), at(&b.w1, &[5, 27]), at(&b.w1, &[5, 28])), (1.0, 2.0, 0.0), "shared: weights, bias in column 27, padding");
+        assert_eq!((at(&b.w2, &[10, 7]), at(&b.w2, &[600, 7])), (3.0, 7.0), "value_hidden rows, then advantage_hidden");
+        assert_eq!((at(&b.b2, &[10]), at(&b.b2, &[600])), (4.0, 8.0));
+        assert_eq!((at(&b.wh, &[0, 10]), at(&b.wh, &[0, 600]), at(&b.wh, &[2, 10]), at(&b.wh, &[2, 600]), at(&b.wh, &[6, 600])), (5.0, 0.0, 0.0, 9.0, 0.0), "heads: value on its stream, advantages on theirs");
+        assert_eq!((at(&b.bh, &[0]), at(&b.bh, &[5]), at(&b.bh, &[6])), (6.0, 10.0, 0.0));
+        assert_eq!(b.wh.size(), vec![8, 1024], "1 + 5 heads padded to 8 rows");
     }
 
     /// Pure-Rust inference and tch's forward each within float32 rounding of the
@@ -953,6 +799,30 @@ mod tests {
         f32::try_from(t).unwrap()
     }
 
+    /// Wire rows as the device rows a learner trains on ([`row`]), with `l`'s discount.
+    pub(crate) fn device_rows(l: &Learner, wire: &Tensor) -> Tensor {
+        let v = Vec::<f32>::try_from(&wire.view([-1])).unwrap();
+        let mut out = Vec::new();
+        row::from_wire(&v, l.gamma_n() as f32, &mut out);
+        Tensor::from_slice(&out).view([-1, row::WIDTH as i64])
+    }
+
+    /// One train step of `l` alone (a group of one) on wire rows `b` (as many as its
+    /// batch size), each row's loss weighted by `w` if given.
+    pub(crate) fn step(l: &mut Learner, b: &Tensor, w: Option<&Tensor>) -> TrainOutput {
+        assert_eq!(b.size()[0], l.config().batch_size as i64, "a batch of the learner's batch size");
+        let rows = device_rows(l, b).unsqueeze(0);
+        let w = w.map(|w| w.unsqueeze(0));
+        let mut g = Group::new(&mut [&mut *l], w.is_some()).unwrap();
+        let out = g.device_step(&rows, w.as_ref()).unwrap().run(0);
+        l.finish_step();
+        out
+    }
+
+    fn with_batch(b: usize) -> DqnConfig {
+        DqnConfig { batch_size: b, ..Default::default() }
+    }
+
     fn huber(x: f64, delta: f64) -> f64 {
         if x.abs() <= delta {
             0.5 * x * x
@@ -968,10 +838,10 @@ mod tests {
             let cfg = DqnConfig { optimizer, lr: 1e-3, ..Default::default() };
             let mut l = Learner::new(&cfg, 5, Device::Cpu).unwrap();
             let b = batch(32, 5, 0.0);
-            let first = scalar(&l.train_step(&b).loss);
+            let first = scalar(&step(&mut l, &b, None).loss());
             let mut last = first;
             for _ in 0..200 {
-                last = scalar(&l.train_step(&b).loss);
+                last = scalar(&step(&mut l, &b, None).loss());
             }
             assert!(last < first * 0.2, "{optimizer:?}: loss {first} -> {last}");
             assert_eq!(l.step, 201);
@@ -981,7 +851,7 @@ mod tests {
     #[test]
     fn terminal_rows_do_not_bootstrap() {
         tch::manual_seed(2);
-        let mut l = Learner::new(&DqnConfig::default(), 5, Device::Cpu).unwrap();
+        let mut l = Learner::new(&with_batch(8), 5, Device::Cpu).unwrap();
         let b = batch(8, 5, 1.0);
         // The loss returned is that of the weights before the update.
         let q = l.online.forward(&b.narrow(1, 0, STATE_DIM as i64));
@@ -995,7 +865,7 @@ mod tests {
             })
             .sum::<f64>()
             / 8.0;
-        let got = scalar(&l.train_step(&b).loss) as f64;
+        let got = scalar(&step(&mut l, &b, None).loss()) as f64;
         assert!((got - want).abs() < 1e-5, "loss {got}, expected {want} (no bootstrap)");
     }
 
@@ -1003,7 +873,7 @@ mod tests {
     /// from its online net, so that which net values what matters.
     fn learner_with_distinct_nets(seed: i64) -> Learner {
         tch::manual_seed(seed);
-        let cfg = DqnConfig { n_step: 3, gamma: 0.9, ..Default::default() };
+        let cfg = DqnConfig { n_step: 3, gamma: 0.9, batch_size: 8, ..Default::default() };
         let mut l = Learner::new(&cfg, 5, Device::Cpu).unwrap();
         l.target.set_weights(&DuelingDqn::new(Device::Cpu, 5).weights());
         l
@@ -1028,7 +898,7 @@ mod tests {
             })
             .sum::<f64>()
             / 8.0;
-        let got = scalar(&l.train_step(&b).loss) as f64;
+        let got = scalar(&step(&mut l, &b, None).loss()) as f64;
         assert!((got - want).abs() < 1e-5, "loss {got}, expected {want}");
     }
 
@@ -1059,7 +929,7 @@ mod tests {
         tch::manual_seed(4);
         let cfg = DqnConfig { max_grad_norm: 1e-3, ..Default::default() };
         let mut l = Learner::new(&cfg, 5, Device::Cpu).unwrap();
-        let out = l.train_step(&batch(32, 5, 0.0));
+        let out = step(&mut l, &batch(32, 5, 0.0), None);
         let before = scalar(&out.grad_norm);
         assert!(before > 1e-2, "the test needs a gradient larger than the limit, got {before}");
         // The gradients left on the parameters are the clipped ones.
@@ -1070,14 +940,14 @@ mod tests {
     #[test]
     fn target_is_synced_every_n_steps_and_only_then() {
         tch::manual_seed(5);
-        let cfg = DqnConfig { target_sync_every: 3, ..Default::default() };
+        let cfg = DqnConfig { target_sync_every: 3, batch_size: 16, ..Default::default() };
         let mut l = Learner::new(&cfg, 5, Device::Cpu).unwrap();
         assert_eq!(l.online.weights(), l.target.weights(), "target starts as a copy");
         let b = batch(16, 5, 0.0);
-        l.train_step(&b);
-        l.train_step(&b);
+        step(&mut l, &b, None);
+        step(&mut l, &b, None);
         assert_ne!(l.online.weights(), l.target.weights());
-        l.train_step(&b);
+        step(&mut l, &b, None);
         assert_eq!(l.online.weights(), l.target.weights());
     }
 
@@ -1098,10 +968,9 @@ mod tests {
         let (mut plain, mut weighted) = (learner(), learner());
         let ones = Tensor::ones([32], (Kind::Float, Device::Cpu));
         for _ in 0..3 {
-            let p = plain.train_step(&b);
-            let w = weighted.train_step_weighted(&b, Some(&ones));
-            assert!(p.td_abs.is_none() && w.td_abs.is_some());
-            assert_eq!(f64::try_from(&p.loss).unwrap(), f64::try_from(&w.loss).unwrap());
+            let p = step(&mut plain, &b, None);
+            let w = step(&mut weighted, &b, Some(&ones));
+            assert_eq!(f64::try_from(&p.loss()).unwrap(), f64::try_from(&w.loss()).unwrap());
         }
         assert!(plain.online.flat.equal(&weighted.online.flat), "the same weights after three steps");
         // One row at weight 2, the rest 0: the loss is that row's Huber loss of its
@@ -1109,12 +978,12 @@ mod tests {
         let mut one = learner();
         let w = Tensor::zeros([32], (Kind::Float, Device::Cpu));
         let _ = w.narrow(0, 5, 1).fill_(2.0);
-        let out = one.train_step_weighted(&b, Some(&w));
-        let td = Vec::<f32>::try_from(out.td_abs.as_ref().unwrap()).unwrap();
+        let out = step(&mut one, &b, Some(&w));
+        let td = Vec::<f32>::try_from(&out.td_abs()).unwrap();
         assert_eq!(td.len(), 32);
         let huber = |x: f64| if x < 1.0 { 0.5 * x * x } else { x - 0.5 };
         let want = 2.0 * huber(td[5] as f64) / 32.0;
-        let got = f64::try_from(&out.loss).unwrap();
+        let got = f64::try_from(&out.loss()).unwrap();
         assert!((got - want).abs() < 1e-6 * want.max(1.0), "loss {got}, expected {want}");
         assert!(td.iter().all(|&x| x.is_finite() && x >= 0.0) && td.iter().any(|&x| x > 0.0));
     }
@@ -1126,13 +995,13 @@ mod tests {
         let b = batch(32, 5, 0.0);
         let mut a = Learner::new(&cfg, 5, Device::Cpu).unwrap();
         for _ in 0..5 {
-            a.train_step(&b);
+            step(&mut a, &b, None);
         }
         let saved: HashMap<String, Tensor> = a.state_tensors().into_iter().map(|(k, v)| (k, v.copy())).collect();
         let mut c = Learner::new(&cfg, 5, Device::Cpu).unwrap();
         assert!(c.load_state(&saved, a.step, a.optimizer_steps()).unwrap(), "optimizer state restored");
         assert_eq!(c.step, 5);
-        let (la, lc) = (scalar(&a.train_step(&b).loss), scalar(&c.train_step(&b).loss));
+        let (la, lc) = (scalar(&step(&mut a, &b, None).loss()), scalar(&step(&mut c, &b, None).loss()));
         assert_eq!(la, lc);
         assert_eq!(a.online.weights(), c.online.weights());
         assert_eq!(a.target.weights(), c.target.weights());
@@ -1162,7 +1031,7 @@ mod tests {
         let flat = |w: Vec<Vec<f32>>| w.concat().into_iter().map(f64::from).collect::<Vec<f64>>();
         let mut want = flat(l.online.weights());
         for _ in 0..6 {
-            l.train_step(&b);
+            step(&mut l, &b, None);
             for (a, o) in want.iter_mut().zip(flat(l.online.weights())) {
                 *a += tau * (o - *a);
             }
@@ -1178,13 +1047,13 @@ mod tests {
         let mut r = Learner::new(&cfg, 5, Device::Cpu).unwrap();
         r.load_state(&saved, l.step, l.optimizer_steps()).unwrap();
         assert!(file_weights(&r.model_file(&meta).unwrap()) == l.average.as_ref().unwrap().weights());
-        l.train_step(&b);
-        r.train_step(&b);
+        step(&mut l, &b, None);
+        step(&mut r, &b, None);
         assert_eq!(r.average.as_ref().unwrap().weights(), l.average.as_ref().unwrap().weights());
 
         // Turned on over a checkpoint without an average: it starts at the online weights.
         let mut plain = Learner::new(&DqnConfig { lr: 1e-3, ..Default::default() }, 5, Device::Cpu).unwrap();
-        plain.train_step(&b);
+        step(&mut plain, &b, None);
         assert!(plain.average.is_none());
         assert!(file_weights(&plain.model_file(&meta).unwrap()) == plain.online.weights(), "tau 0 publishes the online weights");
         let saved: HashMap<String, Tensor> = plain.state_tensors().into_iter().map(|(k, v)| (k, v.copy())).collect();
@@ -1217,14 +1086,14 @@ mod tests {
         let case =
             oracle::Case { cfg: &cfg, actions: l.online.actions(), state: &before, steps: l.step, optimizer_steps: l.optimizer_steps(), batch: b, weights: w };
         let want = oracle::expect(&case);
-        let out = l.train_step_weighted(b, w);
-        let mut margin =
-            ["loss", "mean_q", "grad_norm"].iter().zip([&out.loss, &out.mean_q, &out.grad_norm]).map(|(n, t)| want.check(n, t, what)).fold(0.0, f64::max);
-        if let Some(td) = &out.td_abs {
-            margin = margin.max(want.check("td_abs", td, what));
-        }
+        let out = step(l, b, w);
+        let mut margin = ["loss", "mean_q", "grad_norm", "td_abs"]
+            .iter()
+            .zip([out.loss(), out.mean_q(), out.grad_norm.shallow_clone(), out.td_abs()])
+            .map(|(n, t)| want.check(n, &t, what))
+            .fold(0.0, f64::max);
         for (i, name) in TENSORS.iter().enumerate() {
-            margin = margin.max(want.check(&format!("grad.{name}"), &l.online.view_of(&l.grad, i), what));
+            margin = margin.max(want.check(&format!("grad.{name}"), &l.online.layout().view(&l.grad, i), what));
         }
         margin.max(want.check_state(&l.state_tensors(), what))
     }
@@ -1275,15 +1144,15 @@ mod tests {
             let b = batch(32, 5, 0.0);
             let ones = Tensor::ones([32], (Kind::Float, Device::Cpu));
             for _ in 0..3 {
-                l.train_step(&b);
+                step(&mut l, &b, None);
             }
             let before = snapshot(&l);
             let case =
                 oracle::Case { cfg: &wrong, actions: 5, state: &before, steps: l.step, optimizer_steps: l.optimizer_steps(), batch: &b, weights: Some(&ones) };
             let want = oracle::expect(&case);
-            let out = l.train_step_weighted(&b, Some(&ones));
+            let out = step(&mut l, &b, Some(&ones));
             let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                want.check("td_abs", out.td_abs.as_ref().unwrap(), why);
+                want.check("td_abs", &out.td_abs(), why);
                 want.check_state(&l.state_tensors(), why)
             }));
             assert!(caught.is_err(), "{why}: the oracle took a wrong step for a right one");

@@ -35,9 +35,12 @@
 //!   buffer, and their configuration.
 //! - `hostmem` (feature `torch`): CPU tensors as slices and fast loops over them, for
 //!   the optimizer and the manager's prioritized sampling.
+//! - `aten` (feature `torch`): libtorch calls tch does not expose, through a C++ shim:
+//!   the ops a stretch of work dispatches (the tests' measure of a step's GPU cost),
+//!   Adam's fused kernel, a storage's handle count.
 //!
-//! `unsafe` is denied in the whole crate except two modules that allow it, each with a
-//! `# Safety` section: `hostmem` and `model::sgemm`. The workspace's checks
+//! `unsafe` is denied in the whole crate except three modules that allow it, each with a
+//! `# Safety` section: `hostmem`, `aten` and `model::sgemm`. The workspace's checks
 //! (`checks/tests/unsafe_audit.rs`) hold every crate to their list of such modules.
 
 #![deny(unsafe_code)]
@@ -54,6 +57,8 @@ pub mod state;
 pub mod stats;
 pub mod task;
 
+#[cfg(feature = "torch")]
+pub mod aten;
 #[cfg(feature = "torch")]
 pub mod dqn;
 #[cfg(feature = "torch")]

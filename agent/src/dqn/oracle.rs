@@ -161,8 +161,6 @@ struct Forward {
     h2v: Tracked,
     z2a: Tracked,
     h2a: Tracked,
-    /// `[N, 1]`
-    value: Tracked,
     /// `[N, A]`
     advantage: Tracked,
     /// `[N, A]`: `V + A - mean(A)`.
@@ -185,7 +183,7 @@ fn forward(p: &Params, x: &Tracked, actions: usize) -> Forward {
     let v = &value.v + &advantage.v - mean(&advantage.v);
     let m = value.reach() + advantage.reach() + mean(&advantage.reach());
     let e = &value.e + &advantage.e + mean(&advantage.e) + &m * gamma(k_q(actions));
-    Forward { z1, h1, z2v, h2v, z2a, h2a, value, advantage, q: Tracked { v, m, e } }
+    Forward { z1, h1, z2v, h2v, z2a, h2a, advantage, q: Tracked { v, m, e } }
 }
 
 /// One train step to check: the learner's state before it and what it trains on.
@@ -287,7 +285,10 @@ pub(super) fn expect(case: &Case) -> Expected {
     let discount = (1.0 - &terminal) * cfg.gamma.powi(cfg.n_step as i32);
     let y_m = rewards.abs() + &discount * next_q.reach();
     let y = Tracked { v: &rewards + &discount * &next_q.v, e: &discount * &next_q.e + &y_m * gamma(4), m: y_m };
+    // The TD error, maybe computed as one sum with the loss's 1/B folded in and scaled
+    // back: a few more roundings.
     let td = q_taken.add(&y, -1.0);
+    let td = Tracked { e: &td.e + &td.m * gamma(3), v: td.v, m: td.m };
 
     // The loss: Huber, each row times its weight, the mean. Huber is delta-Lipschitz.
     let delta = cfg.huber_delta;
@@ -298,7 +299,10 @@ pub(super) fn expect(case: &Case) -> Expected {
     let row_m = huber(&td.reach());
     let row_e = &td.e * delta + &row_m * gamma(4);
     let loss_e = ((&row_e * &w).sum(Kind::Double) + (&row_m * &w).sum(Kind::Double) * gamma(b as usize + 2)) / b as f64;
-    let mean_q_e = q_taken.e.mean(Kind::Double) + q_taken.reach().mean(Kind::Double) * gamma(b as usize + 1);
+    // Mean Q, maybe reduced from the TD errors and targets (Q(s, a) = td + y): their
+    // errors, the sum's rounding and the mean's.
+    let q_back = td.add(&y, 1.0);
+    let mean_q_e = q_back.e.mean(Kind::Double) + q_back.reach().mean(Kind::Double) * gamma(b as usize + 1);
 
     // The loss's slope in each row's Q(s, a): clamp(td, -delta, delta) w / B.
     let wb = &w / b as f64;

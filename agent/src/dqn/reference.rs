@@ -22,7 +22,7 @@
 //! (prioritized replay). The replay buffer, exploration and the environment loop are
 //! elsewhere (the manager's replay, the workers).
 
-use super::{DqnConfig, Linear, OptimizerKind, ADVANTAGE, ADVANTAGE_HIDDEN, SHARED, VALUE, VALUE_HIDDEN};
+use super::{DqnConfig, OptimizerKind};
 use crate::experience::col;
 use crate::model::TENSORS;
 use crate::optim::Optimizer;
@@ -51,10 +51,12 @@ use tch::{Kind, Reduction, Tensor};
 ///                                └─ advantage_hidden 512, ReLU ─ advantage A ─ Q = V + A - mean(A)
 /// ```
 fn q_network(params: &[Tensor], x: &Tensor) -> Tensor {
-    let linear = |x: &Tensor, layer: Linear| x.linear(&params[layer.weight], Some(&params[layer.bias]));
-    let h = linear(x, SHARED).relu();
-    let value = linear(&linear(&h, VALUE_HIDDEN).relu(), VALUE); // [N, 1]
-    let advantage = linear(&linear(&h, ADVANTAGE_HIDDEN).relu(), ADVANTAGE); // [N, A]
+    // Layer `l` of the five: TENSORS[2l] is its weight, TENSORS[2l + 1] its bias.
+    let linear = |x: &Tensor, l: usize| x.linear(&params[2 * l], Some(&params[2 * l + 1]));
+    let (shared, value_hidden, value, advantage_hidden, advantage) = (0, 1, 2, 3, 4);
+    let h = linear(x, shared).relu();
+    let value = linear(&linear(&h, value_hidden).relu(), value); // [N, 1]
+    let advantage = linear(&linear(&h, advantage_hidden).relu(), advantage); // [N, A]
 
     // Dueling (Wang et al. 2016): subtracting the mean keeps V and A identifiable.
     value + &advantage - advantage.mean_dim(1, true, advantage.kind())

@@ -94,7 +94,7 @@ impl Device {
                     ),
                 }
             }
-            let mut l = Loop { rx, stop: loop_stop.clone(), runs: Vec::new(), sched: Scheduler::default(), groups: Vec::new() };
+            let mut l = Loop { rx, stop: loop_stop.clone(), runs: Vec::new(), sched: Scheduler::default(), groups: Vec::new(), device };
             let r = l.run();
             // Whatever ended the loop, no run takes uploads any more.
             loop_stop.store(true, Ordering::Release);
@@ -208,8 +208,10 @@ struct Loop {
     stop: Arc<AtomicBool>,
     runs: Vec<Slot>,
     sched: Scheduler,
-    /// Runs that train as one step ([`group`]); every other run trains alone.
+    /// The runs as they train ([`group`]): each run in one group, alone or with others.
     groups: Vec<TrainGroup>,
+    /// The training device (a regroup hands dropped groups' memory back on CUDA).
+    device: tch::Device,
 }
 
 /// The slots of `ids`, in that order (each id once, every one on the device).
@@ -243,17 +245,10 @@ impl Loop {
             let ready: Vec<(RunId, f64)> =
                 self.runs.iter().filter(|s| s.run.may_train(s.shared.paused.load(Ordering::Acquire))).map(|s| (s.id, s.run.weight())).collect();
             match self.sched.pick(&ready) {
-                Some(id) => match self.groups.iter().position(|g| g.members.contains(&id)) {
-                    Some(g) => self.group_step(g, id, &ready),
-                    None => {
-                        let slot = self.runs.iter_mut().find(|s| s.id == id).expect("picked from the runs");
-                        match slot.run.train_step() {
-                            Ok(true) => slot.show(),
-                            Ok(false) => {}
-                            Err(e) => fail(slot, e),
-                        }
-                    }
-                },
+                Some(id) => {
+                    let g = self.groups.iter().position(|g| g.members.contains(&id)).expect("every run on the device is in a group");
+                    self.group_step(g, id, &ready);
+                }
                 // Nothing to do until more data arrives: block, with a timeout so the
                 // stop flag is seen promptly.
                 None => match self.rx.recv_timeout(IDLE_WAIT) {
@@ -277,7 +272,12 @@ impl Loop {
         let stepped = group.step(&mut trainers, &moves);
         drop(trainers);
         match stepped {
-            Ok(out) => {
+            Ok((out, captured)) => {
+                if captured {
+                    for slot in slots.iter_mut() {
+                        slot.run.graph_captured();
+                    }
+                }
                 for (r, slot) in slots.into_iter().enumerate().filter(|&(r, _)| moves[r]) {
                     match slot.run.grouped_step_taken(out.run(r)) {
                         Ok(true) => slot.show(),
@@ -294,40 +294,56 @@ impl Loop {
         }
     }
 
-    /// Form the groups anew after runs joined or left: the runs that may group
-    /// ([`RunTrainer::group_shape`]), by shape, two or more to a group, in the order
-    /// they joined. A group whose members are unchanged is kept as it is (its captured
-    /// graph too); the others are built afresh, their members' learners moving into the
-    /// new group's buffers. A group that cannot be built leaves its runs training alone.
+    /// Form the groups anew after runs joined or left: every run in one group, the runs
+    /// that share a shape and may share a step ([`RunTrainer::shares_group`]) together, in
+    /// the order they joined, every other run in a group of its own. A group whose
+    /// members are unchanged is kept as it is (its captured graph too); the others are
+    /// built afresh, their members' learners moving into the new group's buffers, and the
+    /// device memory the dropped groups held goes back to the device. A group that cannot
+    /// be built stops its runs.
     fn regroup(&mut self) {
-        let mut wanted: Vec<(GroupShape, Vec<RunId>)> = Vec::new();
+        let mut wanted: Vec<(Option<GroupShape>, Vec<RunId>)> = Vec::new();
         for s in self.runs.iter().filter(|s| !s.failed) {
-            let Some(shape) = s.run.group_shape() else { continue };
-            match wanted.iter_mut().find(|(w, _)| *w == shape) {
+            let shape = s.run.shares_group().then(|| s.run.group_shape());
+            match wanted.iter_mut().find(|(w, _)| w.is_some() && *w == shape) {
                 Some((_, ids)) => ids.push(s.id),
                 None => wanted.push((shape, vec![s.id])),
             }
         }
         let mut old = std::mem::take(&mut self.groups);
-        for (_, ids) in wanted.into_iter().filter(|(_, ids)| ids.len() >= 2) {
+        let mut rebuilt = false;
+        for (_, ids) in wanted {
             if let Some(i) = old.iter().position(|g| g.members == ids) {
                 self.groups.push(old.swap_remove(i));
                 continue;
             }
+            rebuilt = true;
             let mut slots = slots_of(&mut self.runs, &ids);
             let mut trainers: Vec<&mut RunTrainer> = slots.iter_mut().map(|s| &mut s.run).collect();
             match TrainGroup::new(ids, &mut trainers) {
                 Ok(g) => {
-                    tracing::info!(runs = ?trainers.iter().map(|t| t.name()).collect::<Vec<_>>(), "runs train as one step");
+                    if g.members.len() > 1 {
+                        tracing::info!(runs = ?trainers.iter().map(|t| t.name()).collect::<Vec<_>>(), "runs train as one step");
+                    }
                     self.groups.push(g);
                 }
-                Err(e) => tracing::error!("these runs train alone: {e:#}"),
+                Err(e) => {
+                    drop(trainers);
+                    for slot in slots {
+                        fail(slot, anyhow::anyhow!("its group could not be formed: {e:#}"));
+                    }
+                }
+            }
+        }
+        // The groups left in `old` go now, their graphs with them: their memory goes back.
+        let dropped = !old.is_empty();
+        drop(old);
+        if (rebuilt || dropped) && self.device.is_cuda() {
+            if let Err(e) = crate::trainer::cuda_graph::empty_cache() {
+                tracing::warn!("could not return the dropped groups' memory to the device: {e:#}");
             }
         }
         for s in &mut self.runs {
-            if !self.groups.iter().any(|g| g.members.contains(&s.id)) {
-                s.run.set_group(None);
-            }
             s.show();
         }
     }
@@ -343,11 +359,8 @@ impl Loop {
             Msg::Add(id, run, shared) => {
                 tracing::info!(run = %run.name(), weight = run.weight(), "run joined the device");
                 self.sched.add(id);
-                let grouping = run.group_shape().is_some();
                 self.runs.push(Slot { id, run: *run, shared, pending: VecDeque::new(), failed: false });
-                if grouping {
-                    self.regroup();
-                }
+                self.regroup();
             }
             Msg::Remove(id, reply) => {
                 let r = match self.runs.iter().position(|s| s.id == id) {
@@ -361,10 +374,8 @@ impl Loop {
                         let mut slot = self.runs.remove(i);
                         self.sched.remove(id);
                         let r = slot.run.final_checkpoint();
-                        if self.groups.iter().any(|g| g.members.contains(&id)) {
-                            slot.run.set_group(None);
-                            self.regroup();
-                        }
+                        slot.run.set_group(None);
+                        self.regroup();
                         slot.show();
                         slot.shared.ended();
                         tracing::info!(run = %slot.run.name(), "run left the device");

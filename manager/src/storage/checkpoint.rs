@@ -161,9 +161,9 @@ mod tests {
 
     fn trained_learner() -> Learner {
         let mut l = Learner::new(&DqnConfig::default(), 5, Device::Cpu).unwrap();
-        let b = Tensor::rand([16, TRANSITION_FLOATS as i64], (Kind::Float, Device::Cpu));
+        let b = Tensor::rand([32, TRANSITION_FLOATS as i64], (Kind::Float, Device::Cpu));
         for _ in 0..3 {
-            l.train_step(&b);
+            crate::trainer::step::for_tests::step_learner(&mut l, &b);
         }
         l
     }

@@ -7,7 +7,7 @@
 //! choice: every new row is seen at least once soon). The learner corrects the bias
 //! with importance weights `w_i = (N P(i))^-beta / max_k w_k`, which reduce to `(p_i /
 //! p_min)^-beta`: the largest possible weight (that of the least likely row in the
-//! replay) is 1.
+//! replay) is 1. `beta` rises from `[replay] beta` to 1 over `beta_steps` train steps.
 //!
 //! Why two levels and not a sum tree: a tree of a million leaves is 20 dependent
 //! levels, and each level on a device is a kernel launch (or, on the CPU, a libtorch
@@ -16,20 +16,29 @@
 //! `searchsorted` over the ~1,000 block sums, then over the chosen blocks' rows (a
 //! `[batch, 1024]` gather): a fixed handful of ops, whatever the batch, all on the
 //! device. An update rewrites the touched rows, then recomputes only the touched blocks.
+//! The cumulative sums run in float64: the mass of a million priorities in float32
+//! would round away a rare row's share.
 //!
 //! Draws are stratified as in the paper: the total mass is cut into `batch` equal
 //! segments and one row is drawn from each.
+//!
+//! Everything a train step does here is device work that reads its values on the
+//! device, written in place into tensors that live as long as the replay: the
+//! exponent `beta` from a count of the steps taken kept on the device, the running
+//! maximum, the update of the drawn rows' priorities. So a step that draws by priority
+//! and updates the priorities is captured once as a CUDA graph and replayed for the
+//! run's life.
 //!
 //! On the CPU the same draw, update and refresh run as plain loops over the tensors'
 //! memory instead of as tensor ops. Why: there each op is a libtorch dispatch for a
 //! few dozen values, and with the three dozen ops of a step's draw and update
 //! prioritized sampling added 0.13 ms (AMD EPYC) to 0.21 ms (Intel Xeon), a fifth to a
 //! third of the lean train step; as loops it adds 7 to 11 % on the Intel VM
-//! (`docs/benchmarks.md`). The
-//! random numbers still come from libtorch, and a test checks that both ways draw the
-//! same rows from them and leave the same priorities. The loops see the tensors' memory
-//! through `shine_agent::hostmem` (`host`, `host_mut` here), whose `# Safety` they keep:
-//! the tensors are this struct's own, never handed out or shallow-cloned.
+//! (`docs/benchmarks.md`). The random numbers still come from libtorch, and a test
+//! checks that both ways draw the same rows from them and leave the same priorities.
+//! The loops see the tensors' memory through `shine_agent::hostmem` (`host`,
+//! `host_mut` here), whose `# Safety` they keep: the tensors are this struct's own,
+//! never handed out or shallow-cloned.
 
 use shine_agent::hostmem::{f32_slice as host, f32_slice_mut as host_mut};
 use tch::{Device, Kind, Tensor};
@@ -38,8 +47,8 @@ use tch::{Device, Kind, Tensor};
 /// first ~capacity / BLOCK; 1,024 keeps both small at a million rows.
 pub const BLOCK: usize = 1024;
 
-/// Just below 1 in f32: draws are kept strictly under a cumulative sum's end, so
-/// rounding can never select past the last row with mass (an empty row).
+/// Just below 1: draws are kept strictly under a cumulative sum's end, so rounding can
+/// never select past the last row with mass (an empty row).
 const UNDER_ONE: f64 = 1.0 - 1.0 / (1u64 << 20) as f64;
 
 /// A batch drawn by priority: which rows, and the importance weight of each.
@@ -59,8 +68,15 @@ pub struct Priorities {
     sums: Tensor,
     /// Per block: the least `p` of its written rows (+inf for an empty block).
     mins: Tensor,
-    /// The running maximum of `p`, a 0-dimensional tensor on the device (no host read).
+    /// The running maximum of `p`, a 0-dimensional tensor on the device, written in place.
     max: Tensor,
+    /// Train steps taken, 0-dimensional f64 on the device (advanced by each draw for a
+    /// step that trains): `beta`'s schedule reads it there.
+    steps: Tensor,
+    /// `-beta` at step 0 and its change per step: `-beta = max(-1, neg_beta0 + steps *
+    /// neg_beta_slope)`.
+    neg_beta0: Tensor,
+    neg_beta_slope: Tensor,
     alpha: f64,
     eps: f64,
     blocks: i64,
@@ -71,22 +87,33 @@ pub struct Priorities {
 
 impl Priorities {
     /// Priorities for an empty ring of `capacity` rows. `alpha` >= 0 (0: uniform),
-    /// `eps` > 0 (keeps every written row drawable).
-    pub fn new(capacity: usize, alpha: f64, eps: f64, device: Device) -> Priorities {
+    /// `eps` > 0 (keeps every written row drawable); the importance weights' exponent
+    /// rises from `beta` to 1 over `beta_steps` train steps (0: it stays `beta`).
+    pub fn new(capacity: usize, alpha: f64, eps: f64, beta: f64, beta_steps: u64, device: Device) -> Priorities {
         let blocks = capacity.div_ceil(BLOCK) as i64;
         let opts = (Kind::Float, device);
+        let slope = if beta_steps == 0 { 0.0 } else { (1.0 - beta) / beta_steps as f64 };
+        let scalar = |v: f64| Tensor::from_slice(&[v]).view([]).to_device(device);
         Priorities {
             p: Tensor::zeros([blocks * BLOCK as i64], opts),
             sums: Tensor::zeros([blocks], opts),
             mins: Tensor::full([blocks], f64::INFINITY, opts),
             // Schaul et al.: p_1 = 1.
             max: Tensor::ones([], opts),
+            steps: scalar(0.0),
+            neg_beta0: scalar(-beta),
+            neg_beta_slope: scalar(-slope),
             alpha,
             eps,
             blocks,
             device,
             host: device == Device::Cpu,
         }
+    }
+
+    /// Train steps taken so far (a restore): the schedule of `beta` continues from it.
+    pub fn set_steps(&mut self, steps: u64) {
+        let _ = self.steps.fill_(steps as f64);
     }
 
     /// Rows `start .. start + td_abs.len()` (not wrapping) were just written. Each
@@ -112,33 +139,51 @@ impl Priorities {
         }
         let td = Tensor::from_slice(td_abs).to_device(self.device);
         let new = (&td + self.eps).pow_tensor_scalar(self.alpha).where_self(&td.isnan().logical_not(), &self.max);
-        self.max = self.max.maximum(&new.max());
+        self.raise_max(&new);
         self.p.narrow(0, start as i64, n as i64).copy_(&new);
         let touched = Tensor::arange_start(first as i64, last as i64 + 1, (Kind::Int64, self.device));
         self.refresh(&touched);
     }
 
+    /// The running maximum raised to `new`'s largest, in place.
+    fn raise_max(&mut self, new: &Tensor) {
+        let raised = self.max.maximum(&new.max());
+        self.max.copy_(&raised);
+    }
+
     /// Draw `batch` rows by priority, one from each of `batch` equal slices of the
-    /// total mass, with their importance weights at `beta`. At least one row must
-    /// have been [`added`](Self::added).
-    pub fn draw(&self, batch: usize, beta: f64) -> Drawn {
+    /// total mass, with their importance weights at this step's `beta`; then advance
+    /// `beta`'s schedule by `moved` (0-dimensional f32: 1 when the step this draw is for
+    /// trains the run, 0 when it holds the run back). Draws only among rows
+    /// [`added`](Self::added); with none, row 0 (of weight NaN: the step must hold the
+    /// run back).
+    pub fn draw(&mut self, batch: usize, moved: &Tensor) -> Drawn {
+        let neg_beta = self.neg_beta0.addcmul(&self.steps, &self.neg_beta_slope).clamp_min(-1.0);
+        let d = self.draw_at(batch, &neg_beta);
+        let _ = self.steps.g_add_(&moved.to_kind(Kind::Double));
+        d
+    }
+
+    /// [`Priorities::draw`] with the weights' exponent given (`-beta`, 0-dimensional f64
+    /// on the device), the schedule left alone.
+    fn draw_at(&self, batch: usize, neg_beta: &Tensor) -> Drawn {
         // One uniform number per draw from libtorch's generator, whichever way the draw
         // is computed: `tch::manual_seed` fixes both alike.
-        let r = Tensor::rand([batch as i64], (Kind::Float, self.device));
+        let r = Tensor::rand([batch as i64], (Kind::Double, self.device));
         if self.host {
-            self.draw_host(&r, beta)
+            self.draw_host(&r, f64::try_from(neg_beta).expect("a scalar"))
         } else {
-            self.draw_tensors(&r, beta)
+            self.draw_tensors(&r, neg_beta)
         }
     }
 
-    /// [`Priorities::draw`] in tensor ops, on any device: draw `k` falls at `(k +
-    /// r[k]) / batch` of the total mass.
-    fn draw_tensors(&self, r: &Tensor, beta: f64) -> Drawn {
+    /// [`Priorities::draw_at`] in tensor ops, on any device: draw `k` falls at `(k +
+    /// r[k]) / batch` of the total mass (the cumulative sums in float64).
+    fn draw_tensors(&self, r: &Tensor, neg_beta: &Tensor) -> Drawn {
         let b = r.size()[0];
-        let opts = (Kind::Float, self.device);
+        let opts = (Kind::Double, self.device);
         // First level: which block each draw falls in.
-        let cum = self.sums.cumsum(0, Kind::Float);
+        let cum = self.sums.cumsum(0, Kind::Double);
         let total = cum.select(0, self.blocks - 1);
         let u = (Tensor::arange(b, opts) + r) / b as f64 * &total;
         let u = u.minimum(&(&total * UNDER_ONE));
@@ -146,48 +191,53 @@ impl Priorities {
         // Second level: the row within the block, from what is left of the draw.
         let before = cum.index_select(0, &block) - self.sums.index_select(0, &block);
         let rows = self.p.view([self.blocks, BLOCK as i64]).index_select(0, &block); // [b, BLOCK]
-        let within = rows.cumsum(1, Kind::Float);
+        let within = rows.cumsum(1, Kind::Double);
         let end = within.select(1, BLOCK as i64 - 1);
         let rest = (u - before).clamp_min(0.0).minimum(&(end * UNDER_ONE)).unsqueeze(1);
         let offset = rest.searchsorted(&within, false, true, "right", None::<Tensor>).squeeze_dim(1).clamp_max(BLOCK as i64 - 1);
         let indices = block * BLOCK as i64 + offset;
         let chosen = self.p.index_select(0, &indices);
-        let weights = (chosen / self.mins.min()).pow_tensor_scalar(-beta);
+        let weights = (chosen / self.mins.min()).pow(neg_beta).to_kind(Kind::Float);
         Drawn { indices, weights }
     }
 
     /// [`Priorities::draw_tensors`] as loops over host memory (CPU tensors). The draws'
     /// positions in the mass rise with `k`, so one walk over the block sums serves the
     /// whole batch; inside a block, whole chunks of rows are skipped by their sums.
-    fn draw_host(&self, r: &Tensor, beta: f64) -> Drawn {
-        let (p, sums, mins, r) = (host(&self.p), host(&self.sums), host(&self.mins), host(r));
+    fn draw_host(&self, r: &Tensor, neg_beta: f64) -> Drawn {
+        let (p, sums, mins) = (host(&self.p), host(&self.sums), host(&self.mins));
+        let r = Vec::<f64>::try_from(r).expect("f64 random numbers");
         let b = r.len();
-        // f32 arithmetic where the tensor ops use it, and sums in f64 rounded to f32, as
-        // libtorch's `cumsum` on the CPU: the two ways then agree row for row.
-        let total = sums.iter().map(|&s| s as f64).sum::<f64>() as f32;
+        // The same arithmetic as the tensor ops (sums in f64, as their `cumsum`): the two
+        // ways then agree row for row.
+        let total = sums.iter().map(|&s| s as f64).sum::<f64>();
         let p_min = mins.iter().copied().fold(f32::INFINITY, f32::min);
         let (mut indices, mut weights) = (Vec::with_capacity(b), Vec::with_capacity(b));
         // The block of the last draw, and the mass up to its end.
         let (mut block, mut cum) = (0, sums[0] as f64);
         for (k, &rk) in r.iter().enumerate() {
-            let u = ((k as f32 + rk) / b as f32 * total).min(total * UNDER_ONE as f32);
-            while cum as f32 <= u && block + 1 < sums.len() {
+            let u = ((k as f64 + rk) / b as f64 * total).min(total * UNDER_ONE);
+            while cum <= u && block + 1 < sums.len() {
                 block += 1;
                 cum += sums[block] as f64;
             }
-            let before = cum as f32 - sums[block];
-            let rest = (u - before).max(0.0).min(sums[block] * UNDER_ONE as f32);
-            let i = block * BLOCK + first_past(&p[block * BLOCK..(block + 1) * BLOCK], rest as f64);
+            let before = cum - sums[block] as f64;
+            let rest = (u - before).max(0.0).min(sums[block] as f64 * UNDER_ONE);
+            let i = block * BLOCK + first_past(&p[block * BLOCK..(block + 1) * BLOCK], rest);
             indices.push(i as i64);
-            weights.push((p[i] / p_min).powf(-beta as f32));
+            weights.push(((p[i] / p_min) as f64).powf(neg_beta) as f32);
         }
         Drawn { indices: Tensor::from_slice(&indices), weights: Tensor::from_slice(&weights) }
     }
 
-    /// The learner's absolute TD errors `td_abs` (`[batch]`) for the rows `indices`
-    /// it trained on: their new priorities. A row drawn twice keeps one of its two.
-    pub fn update(&mut self, indices: &Tensor, td_abs: &Tensor) {
+    /// The learner's absolute TD errors `td_abs` (`[batch]`) for the rows `indices` it
+    /// trained on: their new priorities, where `moved` (0-dimensional f32) is 1; a run
+    /// held back keeps its priorities. A row drawn twice keeps one of its two.
+    pub fn update(&mut self, indices: &Tensor, td_abs: &Tensor, moved: &Tensor) {
         if self.host {
+            if f64::try_from(moved).expect("a scalar") < 0.5 {
+                return;
+            }
             let indices = Vec::<i64>::try_from(indices).expect("int64 row indices on the CPU");
             let td_abs = Vec::<f32>::try_from(td_abs).expect("one TD error per row");
             let (eps, alpha) = (self.eps as f32, self.alpha as f32);
@@ -205,9 +255,12 @@ impl Priorities {
             self.refresh_host(touched);
             return;
         }
-        let new = (td_abs.to_kind(Kind::Float) + self.eps).pow_tensor_scalar(self.alpha);
+        // A held-back run's "new" priorities are its old ones: not even a NaN of its
+        // unused batch reaches them (a `where`, not a product).
+        let old = self.p.index_select(0, indices);
+        let new = (td_abs.to_kind(Kind::Float) + self.eps).pow_tensor_scalar(self.alpha).where_self(&moved.gt(0.5), &old);
         let _ = self.p.index_put_(&[Some(indices.shallow_clone())], &new, false);
-        self.max = self.max.maximum(&new.max());
+        self.raise_max(&new);
         let touched = indices.divide_scalar_mode(BLOCK as i64, "floor");
         self.refresh(&touched);
     }
@@ -288,9 +341,21 @@ mod tests {
     /// The priorities of an empty CPU ring both ways: the host loops, then the tensor
     /// ops (what a GPU runs). Every test below holds for both.
     fn both(capacity: usize, alpha: f64, eps: f64) -> [Priorities; 2] {
-        let host = Priorities::new(capacity, alpha, eps, Device::Cpu);
-        let tensors = Priorities { host: false, ..Priorities::new(capacity, alpha, eps, Device::Cpu) };
+        let host = Priorities::new(capacity, alpha, eps, 0.4, 0, Device::Cpu);
+        let tensors = Priorities { host: false, ..Priorities::new(capacity, alpha, eps, 0.4, 0, Device::Cpu) };
         [host, tensors]
+    }
+
+    /// 1 as a step's `moved`: it trains.
+    fn moves() -> Tensor {
+        Tensor::ones([], (Kind::Float, Device::Cpu))
+    }
+
+    impl Priorities {
+        /// A draw with the weights' exponent `beta` given, the schedule left alone.
+        fn draw_beta(&self, batch: usize, beta: f64) -> Drawn {
+            self.draw_at(batch, &Tensor::from(-beta))
+        }
     }
 
     fn cpu(capacity: usize) -> [Priorities; 2] {
@@ -314,13 +379,13 @@ mod tests {
     fn set(pri: &mut Priorities, ps: &[f32]) {
         pri.added(0, &unscored(ps.len()));
         let idx = Tensor::arange(ps.len() as i64, (Kind::Int64, Device::Cpu));
-        pri.update(&idx, &(Tensor::from_slice(ps) - pri.eps));
+        pri.update(&idx, &(Tensor::from_slice(ps) - pri.eps), &moves());
     }
 
     fn counts(pri: &Priorities, draws: usize, batch: usize, n: usize) -> Vec<f64> {
         let mut c = vec![0.0; n];
         for _ in 0..draws / batch {
-            let d = pri.draw(batch, 0.4);
+            let d = pri.draw_beta(batch, 0.4);
             for i in Vec::<i64>::try_from(&d.indices).unwrap() {
                 c[i as usize] += 1.0;
             }
@@ -364,7 +429,7 @@ mod tests {
             ps[1499] = 100.0;
             set(&mut pri, &ps);
             for _ in 0..200 {
-                let d = pri.draw(128, 0.5);
+                let d = pri.draw_beta(128, 0.5);
                 let max = i64::try_from(d.indices.max()).unwrap();
                 assert!(max < 1500, "{}: drew row {max}", way(&pri));
             }
@@ -378,8 +443,8 @@ mod tests {
             tch::manual_seed(13);
             pri.added(0, &unscored(n));
             let idx = Tensor::arange(n as i64, (Kind::Int64, Device::Cpu));
-            pri.update(&idx, &Tensor::rand([n as i64], (Kind::Float, Device::Cpu)).g_mul_scalar(100.0));
-            let d = pri.draw(256, 0.4);
+            pri.update(&idx, &Tensor::rand([n as i64], (Kind::Float, Device::Cpu)).g_mul_scalar(100.0), &moves());
+            let d = pri.draw_beta(256, 0.4);
             let w = Vec::<f32>::try_from(&d.weights).unwrap();
             assert!(w.iter().all(|&w| (w - 1.0).abs() < 1e-6), "{}: equal priorities give weight 1: {w:?}", way(&pri));
             // Counts over 30 equal bins of 100 rows: chi-square, 29 degrees of freedom.
@@ -403,7 +468,7 @@ mod tests {
             tch::manual_seed(14);
             set(&mut pri, &ps.map(|p| p as f32));
             for _ in 0..20 {
-                let d = pri.draw(16, beta);
+                let d = pri.draw_beta(16, beta);
                 let idx = Vec::<i64>::try_from(&d.indices).unwrap();
                 let w = Vec::<f32>::try_from(&d.weights).unwrap();
                 for (&i, &w) in idx.iter().zip(&w) {
@@ -421,10 +486,10 @@ mod tests {
             tch::manual_seed(15);
             let w = way(&pri);
             pri.added(0, &unscored(n));
-            let d = pri.draw(32, 0.4);
+            let d = pri.draw_beta(32, 0.4);
             let idx = Vec::<i64>::try_from(&d.indices).unwrap();
             let td: Vec<f32> = (0..32).map(|k| 10.0 + k as f32).collect();
-            pri.update(&d.indices, &Tensor::from_slice(&td));
+            pri.update(&d.indices, &Tensor::from_slice(&td), &moves());
             let p = pri.values();
             let mut expected = vec![1.0f32; n];
             for (&i, &t) in idx.iter().zip(&td) {
@@ -484,7 +549,7 @@ mod tests {
         for mut pri in cpu(2 * BLOCK) {
             set(&mut pri, &[0.5, 2.0]);
             // Row 0 is the least likely written row: its weight is 1, row 1's is (2/0.5)^-1.
-            let d = pri.draw(64, 1.0);
+            let d = pri.draw_beta(64, 1.0);
             let idx = Vec::<i64>::try_from(&d.indices).unwrap();
             let w = Vec::<f32>::try_from(&d.weights).unwrap();
             for (&i, &w) in idx.iter().zip(&w) {
@@ -512,13 +577,13 @@ mod tests {
             pri.added(2200, &unscored(n - 2200 - 100));
             let rows =
                 Tensor::cat(&[Tensor::arange(1500, (Kind::Int64, Device::Cpu)), Tensor::arange_start(2200, (n - 100) as i64, (Kind::Int64, Device::Cpu))], 0);
-            pri.update(&rows, &(values.index_select(0, &rows) - 0.5));
+            pri.update(&rows, &(values.index_select(0, &rows) - 0.5), &moves());
         }
         for round in 0..30 {
             // The same numbers given to both (the generator is shared with the tests
             // running beside this one, so reseeding it would not do).
-            let r = Tensor::rand([64], (Kind::Float, Device::Cpu));
-            let (a, b) = (host.draw_host(&r, 0.5), tensors.draw_tensors(&r, 0.5));
+            let r = Tensor::rand([64], (Kind::Double, Device::Cpu));
+            let (a, b) = (host.draw_host(&r, -0.5), tensors.draw_tensors(&r, &Tensor::from(-0.5f64)));
             let (ia, ib) = (Vec::<i64>::try_from(&a.indices).unwrap(), Vec::<i64>::try_from(&b.indices).unwrap());
             assert_eq!(ia, ib, "round {round}: the same random numbers draw the same rows");
             assert!(ia.iter().all(|&i| written[i as usize]), "round {round}: a row never written was drawn: {ia:?}");
@@ -528,8 +593,8 @@ mod tests {
             }
             // New priorities: whole numbers, some rows twice (the last write stays).
             let td = Tensor::randint_low(1, 20, [64], (Kind::Float, Device::Cpu)) - 0.5;
-            host.update(&a.indices, &td);
-            tensors.update(&b.indices, &td);
+            host.update(&a.indices, &td, &moves());
+            tensors.update(&b.indices, &td, &moves());
             if round % 10 == 9 {
                 let start = n - 100 + round as usize / 10 * 10;
                 for pri in [&mut host, &mut tensors] {
@@ -540,6 +605,44 @@ mod tests {
             assert_eq!(host.values(), tensors.values(), "round {round}: priorities");
             for (name, x, y) in [("sums", &host.sums, &tensors.sums), ("minima", &host.mins, &tensors.mins), ("maximum", &host.max, &tensors.max)] {
                 assert_eq!(Vec::<f32>::try_from(&x.view([-1])).unwrap(), Vec::<f32>::try_from(&y.view([-1])).unwrap(), "round {round}: {name}");
+            }
+        }
+    }
+
+    #[test]
+    fn beta_rises_with_the_steps_that_train_and_a_held_back_update_changes_nothing() {
+        // Rows at 0.5 and 2: a draw of the heavier row weighs (2 / 0.5)^-beta = 4^-beta.
+        // beta starts at 0.4 and reaches 1 after 10 steps that train; a draw for a step
+        // that holds the run back advances nothing.
+        for host in [true, false] {
+            let mut pri = Priorities { host, ..Priorities::new(2 * BLOCK, 1.0, 1e-6, 0.4, 10, Device::Cpu) };
+            set(&mut pri, &[0.5, 2.0]);
+            let beta_seen = |d: &Drawn| {
+                let (idx, w) = (Vec::<i64>::try_from(&d.indices).unwrap(), Vec::<f32>::try_from(&d.weights).unwrap());
+                let k = idx.iter().position(|&i| i == 1).expect("the heavier row is drawn");
+                -(w[k] as f64).ln() / 4f64.ln()
+            };
+            let (still, one) = (Tensor::zeros([], (Kind::Float, Device::Cpu)), moves());
+            let mut want = Vec::new();
+            for step in 0..14 {
+                // Every third draw is for a step that holds the run back.
+                let trains = step % 3 != 2;
+                let d = pri.draw(16, if trains { &one } else { &still });
+                want.push(beta_seen(&d));
+                // Its update, held back or not: a held-back one with NaN errors.
+                let td = if trains { Tensor::full([16], 1.5, (Kind::Float, Device::Cpu)) } else { Tensor::full([16], f64::NAN, (Kind::Float, Device::Cpu)) };
+                let before = pri.values();
+                pri.update(&d.indices, &td, if trains { &one } else { &still });
+                if !trains {
+                    assert_eq!(pri.values(), before, "host {host}: a held-back step's update changed priorities");
+                }
+                // Put the two rows back at 0.5 and 2 for the next draw.
+                set(&mut pri, &[0.5, 2.0]);
+            }
+            let trained_before = |step: usize| (0..step).filter(|s| s % 3 != 2).count() as f64;
+            for (step, &b) in want.iter().enumerate() {
+                let expect = (0.4 + 0.06 * trained_before(step)).min(1.0);
+                assert!((b - expect).abs() < 1e-4, "host {host}: step {step}: beta {b}, expected {expect}");
             }
         }
     }

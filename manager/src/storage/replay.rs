@@ -1,15 +1,21 @@
-//! The experience replay: a FIFO ring of `capacity` transitions (57 f32 each, the
-//! wire layout of [`shine_agent::experience`]) sampled with replacement, uniformly or
-//! by priority ([`Sampling`]; the priorities are [`crate::storage::prioritized`]'s).
+//! The experience replay: a FIFO ring of `capacity` transitions sampled with
+//! replacement, uniformly or by priority ([`Sampling`]; the priorities are
+//! [`crate::storage::prioritized`]'s). Transitions come in the wire layout of
+//! [`shine_agent::experience`] (57 f32) and are kept as the learner reads them: device
+//! rows of 64 f32 ([`shine_agent::dqn::row`]: the state padded with the first layer's
+//! bias input, the discount `gamma^n (1 - terminal)` in place of the terminal flag),
+//! converted once, as they go in.
 //!
 //! Two implementations behind one [`Replay`] enum, chosen by [`ReplayConfig::kind`]:
 //!
 //! - [`DeviceReplay`] (the paper's in-GPU replay, the default): the ring is one
-//!   `[capacity, 57]` tensor on the training device. New rows wait in a host staging
+//!   `[capacity, 64]` tensor on the training device. New rows wait in a host staging
 //!   buffer until `update_size` of them are there, then go to the device as one block
 //!   (one host-to-device copy; two when the block straddles the end of the ring).
-//!   Sampling is `randint` + `index_select` on the device: a train step takes no input
-//!   from the host and never waits for it.
+//!   Sampling is `randint`, a `remainder` by the fill level (a tensor on the device,
+//!   written in place after each block) and `index_select`, all on the device: a train
+//!   step takes no input from the host, never waits for it, and is captured once as a
+//!   CUDA graph for the run's life, however the ring fills after.
 //! - [`HostReplay`] (the paper's in-RAM baseline): the ring is a `Vec<f32>`; each
 //!   sample draws indices on the CPU, gathers the rows and copies the batch to the
 //!   device. Adding is a `memcpy`; every train step pays a transfer.
@@ -24,13 +30,17 @@
 
 use crate::storage::prioritized::{Drawn, Priorities};
 use serde::{Deserialize, Serialize};
+use shine_agent::dqn::row;
 use shine_agent::experience::TRANSITION_FLOATS;
 use tch::{Device, Kind, Tensor};
 use thiserror::Error;
 
+/// Floats of a wire transition (what is pushed).
 const W: usize = TRANSITION_FLOATS;
+/// Floats of a stored transition: a device row ([`row`]).
+const R: usize = row::WIDTH;
 /// Bytes of one stored transition.
-pub const BYTES_PER_EXPERIENCE: usize = W * std::mem::size_of::<f32>();
+pub const BYTES_PER_EXPERIENCE: usize = R * std::mem::size_of::<f32>();
 
 /// Where the ring lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -71,7 +81,7 @@ pub struct ReplayConfig {
     /// `device` (in-GPU, the default) or `host` (in-RAM baseline).
     pub kind: ReplayKind,
     /// Transitions kept; the oldest are overwritten first. The paper's 1,000,000 take
-    /// 228 MB (57 floats x 4 bytes each).
+    /// 256 MB (64 floats x 4 bytes each: the paper's 57, padded for aligned rows).
     pub capacity: usize,
     /// Transitions queued in host memory and copied to the device as one block
     /// (device replay only; the paper measured 2,000 as the best trade between the
@@ -139,7 +149,7 @@ impl ReplayConfig {
         if self.kind == ReplayKind::Device && self.capacity < self.update_size {
             return bad(format!("capacity {} cannot hold one block of update_size {}: raise capacity or lower update_size", self.capacity, self.update_size));
         }
-        if self.capacity > i64::MAX as usize / W {
+        if self.capacity > i64::MAX as usize / R {
             return bad(format!("capacity {} is absurdly large", self.capacity));
         }
         if !(0.0..=1.0).contains(&self.alpha) {
@@ -154,25 +164,16 @@ impl ReplayConfig {
         Ok(())
     }
 
-    /// The importance-sampling exponent at train step `step`: `beta`, rising linearly
-    /// to 1 over `beta_steps`.
-    pub fn beta_at(&self, step: u64) -> f64 {
-        if self.beta_steps == 0 {
-            return self.beta;
-        }
-        let done = (step as f64 / self.beta_steps as f64).min(1.0);
-        self.beta + (1.0 - self.beta) * done
-    }
-
     /// The priorities of a ring on `device`, when sampling is prioritized.
     fn priorities(&self, device: Device) -> Option<Priorities> {
-        (self.sampling == Sampling::Prioritized).then(|| Priorities::new(self.capacity, self.alpha, self.priority_eps, device))
+        (self.sampling == Sampling::Prioritized).then(|| Priorities::new(self.capacity, self.alpha, self.priority_eps, self.beta, self.beta_steps, device))
     }
 }
 
-/// A sampled batch.
+/// A sampled batch (tests and benchmarks; a train step draws into its group's buffers,
+/// [`Replay::draw_into`]).
 pub struct Sampled {
-    /// `[batch, 57]` on the training device.
+    /// `[batch, 64]` device rows ([`row`]) on the training device.
     pub rows: Tensor,
     /// With prioritized sampling: the rows' ring indices and importance weights (on
     /// the training device), for the learner's weighted loss and
@@ -207,8 +208,10 @@ fn allocate_ring(capacity: usize, device: Device) -> Result<Tensor, ReplayError>
     if device == Device::Cpu {
         check_host_memory(capacity)?;
     }
-    // Uninitialised: rows at or past `len` are never sampled.
-    Tensor::f_empty([capacity as i64, W as i64], (Kind::Float, device)).map_err(|e| ReplayError::Memory {
+    // Uninitialised: rows at or past `len` are never sampled into a step that moves (an
+    // empty ring draws row 0 for a run held back by its group's mask, which reads
+    // nothing of it).
+    Tensor::f_empty([capacity as i64, R as i64], (Kind::Float, device)).map_err(|e| ReplayError::Memory {
         capacity,
         need_mib: mib(capacity * BYTES_PER_EXPERIENCE),
         place: format!("{device:?}"),
@@ -232,11 +235,17 @@ fn check_scored(rows: &[f32], td: &[f32]) -> Result<(), ReplayError> {
     Ok(())
 }
 
+/// The largest value `randint` draws from: the random numbers a draw reduces modulo the
+/// fill level. 2^62: the reduction's bias (at most the fill level over 2^62) is nothing,
+/// and where a float draw scaled by the fill level would round onto the level itself
+/// or have too few bits for a million rows (a float32 has 24), a remainder has neither.
+pub const DRAW_RANGE: i64 = 1 << 62;
+
 /// The paper's in-GPU replay.
 pub struct DeviceReplay {
-    /// `[capacity, 57]` on the device.
+    /// `[capacity, 64]` device rows ([`row`]) on the device.
     ring: Tensor,
-    /// Up to `update_size` rows waiting for the next block write.
+    /// Up to `update_size` device rows waiting for the next block write.
     staging: Vec<f32>,
     /// Their |TD errors| for the priorities (NaN: enter at the running maximum).
     staging_td: Vec<f32>,
@@ -246,27 +255,49 @@ pub struct DeviceReplay {
     next: usize,
     /// Rows visible to sampling.
     len: usize,
+    /// The fill level on the device, as a draw reads it: `max(len, 1)` (0-dimensional
+    /// int64), written in place after each block (never reassigned), so a step captured
+    /// once as a CUDA graph draws from every row written since. At least 1, so that no
+    /// index can reach beyond the ring: an empty ring draws its row 0, for a run held
+    /// back until its burn-in is done.
+    fill: Tensor,
+    /// The run's `gamma^n_step`, which each row's discount column carries ([`row`]).
+    gamma_n: f32,
     device: Device,
     /// With prioritized sampling: the rows' priorities, on the device.
     prio: Option<Priorities>,
 }
 
 impl DeviceReplay {
-    pub fn new(capacity: usize, update_size: usize, device: Device) -> Result<Self, ReplayError> {
+    /// A ring for a run whose bootstrap is discounted `gamma_n` (`gamma^n_step`).
+    pub fn new(capacity: usize, update_size: usize, gamma_n: f64, device: Device) -> Result<Self, ReplayError> {
         ReplayConfig { kind: ReplayKind::Device, capacity, update_size, ..Default::default() }.validate()?;
         let ring = allocate_ring(capacity, device)?;
-        Ok(DeviceReplay { ring, staging: Vec::with_capacity(update_size * W), staging_td: Vec::with_capacity(update_size), capacity, update_size, next: 0, len: 0, device, prio: None })
+        let fill = Tensor::ones([], (Kind::Int64, device));
+        Ok(DeviceReplay {
+            ring,
+            staging: Vec::with_capacity(update_size * R),
+            staging_td: Vec::with_capacity(update_size),
+            capacity,
+            update_size,
+            next: 0,
+            len: 0,
+            fill,
+            gamma_n: gamma_n as f32,
+            device,
+            prio: None,
+        })
     }
 
-    /// Queue `rows` (whole transitions) with their |TD errors| `td` (one per row, NaN
-    /// for "at the running maximum"); every completed block of `update_size` rows is
+    /// Queue `rows` (whole wire transitions) with their |TD errors| `td` (one per row,
+    /// NaN for "at the running maximum"); every completed block of `update_size` rows is
     /// written to the device.
     pub fn push(&mut self, rows: &[f32], td: &[f32]) -> Result<(), ReplayError> {
         check_scored(rows, td)?;
         let mut rest = (rows, td);
         while !rest.1.is_empty() {
             let take = (self.update_size - self.staging_td.len()).min(rest.1.len());
-            self.staging.extend_from_slice(&rest.0[..take * W]);
+            row::from_wire(&rest.0[..take * W], self.gamma_n, &mut self.staging);
             self.staging_td.extend_from_slice(&rest.1[..take]);
             rest = (&rest.0[take * W..], &rest.1[take..]);
             if self.staging_td.len() == self.update_size {
@@ -282,13 +313,13 @@ impl DeviceReplay {
     }
 
     fn write_staged(&mut self) {
-        let n = self.staging.len() / W;
+        let n = self.staging.len() / R;
         if n == 0 {
             return;
         }
         // One host tensor for the block; `copy_` into a slice of the ring is the single
         // host-to-device transfer (two slices only when the block wraps).
-        let src = Tensor::from_slice(&self.staging).view([n as i64, W as i64]);
+        let src = Tensor::from_slice(&self.staging).view([n as i64, R as i64]);
         let first = n.min(self.capacity - self.next);
         self.ring.narrow(0, self.next as i64, first as i64).copy_(&src.narrow(0, 0, first as i64));
         if first < n {
@@ -300,35 +331,42 @@ impl DeviceReplay {
         }
         self.next = (self.next + n) % self.capacity;
         self.len = (self.len + n).min(self.capacity);
+        // Queued after the block's copy on the same stream: a draw after it sees both.
+        let _ = self.fill.fill_(self.len as i64);
         self.staging.clear();
         self.staging_td.clear();
     }
 
-    /// `batch` rows drawn with replacement (uniformly, or by priority with weights at
-    /// `beta`), `[batch, 57]` on the device. Indices are drawn on the device too:
-    /// nothing waits for the host.
-    pub fn sample(&self, batch: usize, beta: f64) -> Result<Sampled, ReplayError> {
-        if self.len == 0 {
-            return Err(ReplayError::Empty);
-        }
-        let (idx, drawn) = match &self.prio {
+    /// Draw `out.size()[0]` rows with replacement into `out` (`[B, 64]`, on the
+    /// device): uniformly, row `rand % fill` for each of `rand`'s numbers (`[B]` int64 in
+    /// `0..DRAW_RANGE`, a [`Tensor::randint_low`] draw); or by priority (from numbers of
+    /// its own), returning the rows' indices and importance weights, the schedule of the
+    /// weights' exponent advanced by `moved` (0-dimensional f32: 1 when the step this
+    /// draw is for trains the run). Device work only, every value read on the device:
+    /// capturable once as a CUDA graph, whatever is written to the ring after.
+    pub fn draw_into(&mut self, out: &Tensor, rand: &Tensor, moved: &Tensor) -> Option<Drawn> {
+        match &mut self.prio {
             Some(p) => {
-                let d = p.draw(batch, beta);
-                (d.indices.shallow_clone(), Some(d))
+                let d = p.draw(out.size()[0] as usize, moved);
+                let _ = self.ring.index_select_out(out, 0, &d.indices);
+                Some(d)
             }
-            None => (Tensor::randint(self.len as i64, [batch as i64], (Kind::Int64, self.device)), None),
-        };
-        Ok(Sampled { rows: self.ring.index_select(0, &idx), drawn })
+            None => {
+                let _ = self.ring.index_select_out(out, 0, &rand.remainder_tensor(&self.fill));
+                None
+            }
+        }
     }
 
     /// Rows waiting in host memory for the next block.
     pub fn staged(&self) -> usize {
-        self.staging.len() / W
+        self.staging.len() / R
     }
 }
 
 /// The paper's in-RAM baseline.
 pub struct HostReplay {
+    /// `capacity x 64` device rows ([`row`]), in RAM.
     ring: Vec<f32>,
     capacity: usize,
     next: usize,
@@ -336,52 +374,62 @@ pub struct HostReplay {
     rng: rand::rngs::SmallRng,
     /// Reused gather buffer for one batch.
     gather: Vec<f32>,
+    /// Reused conversion buffer for one push.
+    converted: Vec<f32>,
+    gamma_n: f32,
     device: Device,
     /// With prioritized sampling: the rows' priorities, in RAM beside the ring.
     prio: Option<Priorities>,
 }
 
 impl HostReplay {
-    pub fn new(capacity: usize, device: Device) -> Result<Self, ReplayError> {
+    /// A ring in RAM for a run whose bootstrap is discounted `gamma_n`; batches go to
+    /// `device`.
+    pub fn new(capacity: usize, gamma_n: f64, device: Device) -> Result<Self, ReplayError> {
         ReplayConfig { kind: ReplayKind::Host, capacity, update_size: 1, ..Default::default() }.validate()?;
         check_host_memory(capacity)?;
         use rand::SeedableRng;
         // `vec![0.0; n]` is a zeroed allocation: pages are only touched when written.
         Ok(HostReplay {
-            ring: vec![0.0; capacity * W],
+            ring: vec![0.0; capacity * R],
             capacity,
             next: 0,
             len: 0,
             rng: rand::rngs::SmallRng::from_os_rng(),
             gather: Vec::new(),
+            converted: Vec::new(),
+            gamma_n: gamma_n as f32,
             device,
             prio: None,
         })
     }
 
-    /// Append `rows` (whole transitions) with their |TD errors| `td` (one per row, NaN
-    /// for "at the running maximum"), overwriting the oldest when full.
+    /// Append `rows` (whole wire transitions) with their |TD errors| `td` (one per row,
+    /// NaN for "at the running maximum"), overwriting the oldest when full.
     pub fn push(&mut self, rows: &[f32], td: &[f32]) -> Result<(), ReplayError> {
         check_scored(rows, td)?;
         // Only the newest `capacity` rows can survive the push.
         let n = td.len();
         let skip = n.saturating_sub(self.capacity);
-        let mut rest = (&rows[skip * W..], &td[skip..]);
+        self.converted.clear();
+        row::from_wire(&rows[skip * W..], self.gamma_n, &mut self.converted);
+        let mut rest = (&self.converted[..], &td[skip..]);
         self.next = (self.next + skip) % self.capacity;
         while !rest.1.is_empty() {
             let take = (self.capacity - self.next).min(rest.1.len());
-            self.ring[self.next * W..(self.next + take) * W].copy_from_slice(&rest.0[..take * W]);
+            self.ring[self.next * R..(self.next + take) * R].copy_from_slice(&rest.0[..take * R]);
             if let Some(p) = &mut self.prio {
                 p.added(self.next, &rest.1[..take]);
             }
-            rest = (&rest.0[take * W..], &rest.1[take..]);
+            rest = (&rest.0[take * R..], &rest.1[take..]);
             self.next = (self.next + take) % self.capacity;
         }
         self.len = (self.len + n).min(self.capacity);
         Ok(())
     }
 
-    /// Indices drawn on the CPU, rows gathered in RAM, the batch copied to the device.
+    /// Indices drawn on the CPU, rows gathered in RAM, the batch copied to the device
+    /// (into `out`).
     ///
     /// The gather buffer is ordinary (pageable) memory. A pinned buffer would allow an
     /// asynchronous transfer, but tch offers no safe way to write host floats into an
@@ -390,30 +438,29 @@ impl HostReplay {
     ///
     /// By priority, the indices are drawn in RAM by the same code as the device
     /// replay's, read into a `Vec` and gathered the same way; the weights go to the
-    /// device with the batch.
-    pub fn sample(&mut self, batch: usize, beta: f64) -> Result<Sampled, ReplayError> {
+    /// device with the batch. An empty ring draws its row 0 (zeros), as the device's.
+    pub fn draw_into(&mut self, out: &Tensor, moved: &Tensor) -> Option<Drawn> {
         use rand::Rng;
-        if self.len == 0 {
-            return Err(ReplayError::Empty);
-        }
+        let batch = out.size()[0] as usize;
         self.gather.clear();
-        let drawn = match &self.prio {
+        let drawn = match &mut self.prio {
             Some(p) => {
-                let d = p.draw(batch, beta);
+                let d = p.draw(batch, moved);
                 for i in Vec::<i64>::try_from(&d.indices).expect("int64 indices") {
-                    self.gather.extend_from_slice(&self.ring[i as usize * W..(i as usize + 1) * W]);
+                    self.gather.extend_from_slice(&self.ring[i as usize * R..(i as usize + 1) * R]);
                 }
                 Some(Drawn { indices: d.indices, weights: d.weights.to_device(self.device) })
             }
             None => {
                 for _ in 0..batch {
-                    let i = self.rng.random_range(0..self.len);
-                    self.gather.extend_from_slice(&self.ring[i * W..(i + 1) * W]);
+                    let i = self.rng.random_range(0..self.len.max(1));
+                    self.gather.extend_from_slice(&self.ring[i * R..(i + 1) * R]);
                 }
                 None
             }
         };
-        Ok(Sampled { rows: Tensor::from_slice(&self.gather).view([batch as i64, W as i64]).to_device(self.device), drawn })
+        out.shallow_clone().copy_(&Tensor::from_slice(&self.gather).view([batch as i64, R as i64]));
+        drawn
     }
 }
 
@@ -425,12 +472,13 @@ pub enum Replay {
 
 impl Replay {
     /// Build the replay `cfg` describes for `device` (for the host kind, `device` is
-    /// where sampled batches go).
-    pub fn new(cfg: &ReplayConfig, device: Device) -> Result<Replay, ReplayError> {
+    /// where sampled batches go), for a run whose bootstrap is discounted `gamma_n`
+    /// (`gamma^n_step`: each row's discount column, [`row`]).
+    pub fn new(cfg: &ReplayConfig, gamma_n: f64, device: Device) -> Result<Replay, ReplayError> {
         cfg.validate()?;
         Ok(match cfg.kind {
-            ReplayKind::Device => Replay::Device(DeviceReplay { prio: cfg.priorities(device), ..DeviceReplay::new(cfg.capacity, cfg.update_size, device)? }),
-            ReplayKind::Host => Replay::Host(HostReplay { prio: cfg.priorities(Device::Cpu), ..HostReplay::new(cfg.capacity, device)? }),
+            ReplayKind::Device => Replay::Device(DeviceReplay { prio: cfg.priorities(device), ..DeviceReplay::new(cfg.capacity, cfg.update_size, gamma_n, device)? }),
+            ReplayKind::Host => Replay::Host(HostReplay { prio: cfg.priorities(Device::Cpu), ..HostReplay::new(cfg.capacity, gamma_n, device)? }),
         })
     }
 
@@ -441,8 +489,8 @@ impl Replay {
         }
     }
 
-    /// Add whole transitions (`k x 57` floats); with prioritized sampling they enter
-    /// at the running maximum.
+    /// Add whole wire transitions (`k x 57` floats); with prioritized sampling they
+    /// enter at the running maximum.
     pub fn push(&mut self, rows: &[f32]) -> Result<(), ReplayError> {
         self.push_scored(rows, None)
     }
@@ -492,29 +540,69 @@ impl Replay {
         }
     }
 
-    /// `[batch, 57]` on the training device, drawn with replacement as `[replay]
-    /// sampling` says; by priority, with importance weights at `beta`.
-    pub fn sample(&mut self, batch: usize, beta: f64) -> Result<Sampled, ReplayError> {
+    /// Whether a draw is device work alone (the device ring): a step that draws from
+    /// this replay can be captured as a CUDA graph.
+    pub fn draws_on_device(&self) -> bool {
+        matches!(self, Replay::Device(_))
+    }
+
+    /// Draw `out.size()[0]` rows (`out`: `[B, 64]` on the training device) as `[replay]
+    /// sampling` says; by priority, with the indices and importance weights returned
+    /// and the weights' schedule advanced by `moved` (0-dimensional f32, 1 when the
+    /// step trains this run). `rand`: `[B]` int64 in `0..DRAW_RANGE`, the uniform
+    /// draw's numbers on the device ring. See [`DeviceReplay::draw_into`].
+    pub fn draw_into(&mut self, out: &Tensor, rand: &Tensor, moved: &Tensor) -> Option<Drawn> {
         match self {
-            Replay::Device(r) => r.sample(batch, beta),
-            Replay::Host(r) => r.sample(batch, beta),
+            Replay::Device(r) => r.draw_into(out, rand, moved),
+            Replay::Host(r) => r.draw_into(out, moved),
         }
     }
 
-    /// The learner's absolute TD errors for a batch drawn by priority (`drawn` is
-    /// [`Sampled::drawn`]): the new priorities of its rows. Without priorities, nothing.
-    pub fn update_priorities(&mut self, drawn: &Drawn, td_abs: &Tensor) {
+    /// `[batch, 64]` on the training device, drawn with replacement as `[replay]
+    /// sampling` says (tests and benchmarks; each call advances the priorities' weight
+    /// schedule by one). At least one row must be visible.
+    pub fn sample(&mut self, batch: usize) -> Result<Sampled, ReplayError> {
+        if self.is_empty() {
+            return Err(ReplayError::Empty);
+        }
+        let device = match self {
+            Replay::Device(r) => r.device,
+            Replay::Host(r) => r.device,
+        };
+        let rows = Tensor::empty([batch as i64, R as i64], (Kind::Float, device));
+        let rand = Tensor::randint_low(0, DRAW_RANGE, [batch as i64], (Kind::Int64, device));
+        let drawn = self.draw_into(&rows, &rand, &Tensor::ones([], (Kind::Float, device)));
+        Ok(Sampled { rows, drawn })
+    }
+
+    /// The learner's absolute TD errors for a batch drawn by priority (`drawn` is what
+    /// [`Replay::draw_into`] returned): the new priorities of its rows, where `moved` (a
+    /// 0-dimensional f32) is 1; a run held back keeps its priorities (its TD errors are
+    /// of a step not taken). Without priorities, nothing. Device work alone on the
+    /// device ring.
+    pub fn update_priorities(&mut self, drawn: &Drawn, td_abs: &Tensor, moved: &Tensor) {
         match self {
             Replay::Device(r) => {
                 if let Some(p) = &mut r.prio {
-                    p.update(&drawn.indices, td_abs);
+                    p.update(&drawn.indices, td_abs, moved);
                 }
             }
             Replay::Host(r) => {
                 if let Some(p) = &mut r.prio {
-                    p.update(&drawn.indices, &td_abs.to_device(Device::Cpu));
+                    p.update(&drawn.indices, &td_abs.to_device(Device::Cpu), &moved.to_device(Device::Cpu));
                 }
             }
+        }
+    }
+
+    /// Start the priorities' weight schedule at train step `step` (a restore).
+    pub fn set_steps(&mut self, step: u64) {
+        let prio = match self {
+            Replay::Device(r) => r.prio.as_mut(),
+            Replay::Host(r) => r.prio.as_mut(),
+        };
+        if let Some(p) = prio {
+            p.set_steps(step);
         }
     }
 
@@ -539,6 +627,8 @@ impl Replay {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use shine_agent::experience::col;
+    use shine_agent::state::STATE_DIM;
     use std::collections::HashSet;
 
     /// Row `i`: every float is `i` plus the column / 100, so a row names itself.
@@ -552,20 +642,34 @@ mod tests {
             Replay::Device(d) => Vec::<f32>::try_from(&d.ring.view([-1])).unwrap(),
             Replay::Host(h) => h.ring.clone(),
         };
-        flat.chunks_exact(W).take(r.len()).map(|row| row_id(row).expect("a whole inserted row")).collect()
+        flat.chunks_exact(R).take(r.len()).map(|row| row_id(row).expect("a whole inserted row")).collect()
     }
 
+    /// The id of a stored row: its state, action, reward and next state all say the
+    /// same `i`, in their places of the device row, beside the bias inputs' 1.0.
     fn row_id(row: &[f32]) -> Option<usize> {
         let id = row[0];
-        (id.fract() == 0.0 && row.iter().enumerate().all(|(c, &v)| v == id + c as f32 / 100.0)).then_some(id as usize)
+        let wire = |c: usize| id + c as f32 / 100.0;
+        let whole = id.fract() == 0.0
+            && (0..STATE_DIM).all(|c| row[row::STATE + c] == wire(col::STATE + c) && row[row::NEXT_STATE + c] == wire(col::NEXT_STATE + c))
+            && row[row::ACTION] == wire(col::ACTION)
+            && row[row::REWARD] == wire(col::REWARD)
+            && row[row::ONE] == 1.0
+            && row[row::NEXT_ONE] == 1.0;
+        whole.then_some(id as usize)
+    }
+
+    /// 1 as a draw's `moved`: the step trains.
+    fn moves() -> Tensor {
+        Tensor::ones([], (Kind::Float, Device::Cpu))
     }
 
     fn device(capacity: usize, update_size: usize) -> Replay {
-        Replay::new(&ReplayConfig { kind: ReplayKind::Device, capacity, update_size, ..Default::default() }, Device::Cpu).unwrap()
+        Replay::new(&ReplayConfig { kind: ReplayKind::Device, capacity, update_size, ..Default::default() }, 0.9, Device::Cpu).unwrap()
     }
 
     fn host(capacity: usize) -> Replay {
-        Replay::new(&ReplayConfig { kind: ReplayKind::Host, capacity, update_size: 1, ..Default::default() }, Device::Cpu).unwrap()
+        Replay::new(&ReplayConfig { kind: ReplayKind::Host, capacity, update_size: 1, ..Default::default() }, 0.9, Device::Cpu).unwrap()
     }
 
     #[test]
@@ -618,10 +722,10 @@ mod tests {
         for mut r in [device(20, 5), host(20)] {
             r.push(&rows(0..33)).unwrap(); // host keeps rows 13..33; device has 10..30 visible, 3 staged
             let visible: HashSet<usize> = ring_ids(&r).into_iter().collect();
-            let b = r.sample(2000, 0.4).unwrap().rows;
-            assert_eq!(b.size(), vec![2000, W as i64]);
+            let b = r.sample(2000).unwrap().rows;
+            assert_eq!(b.size(), vec![2000, R as i64]);
             let flat = Vec::<f32>::try_from(&b.view([-1])).unwrap();
-            let seen: HashSet<usize> = flat.chunks_exact(W).map(|row| row_id(row).expect("a whole inserted row")).collect();
+            let seen: HashSet<usize> = flat.chunks_exact(R).map(|row| row_id(row).expect("a whole inserted row")).collect();
             assert!(seen.is_subset(&visible), "{:?}: sampled {seen:?}, visible {visible:?}", r.kind());
             // Uniform over all of them: 2000 draws from 20 rows miss one with p ~ 1e-44.
             assert_eq!(seen, visible, "{:?}", r.kind());
@@ -634,23 +738,23 @@ mod tests {
         let mut r = device(8, 4);
         r.push(&rows(0..3)).unwrap();
         assert_eq!(r.len(), 0);
-        assert!(matches!(r.sample(4, 0.4), Err(ReplayError::Empty)));
+        assert!(matches!(r.sample(4), Err(ReplayError::Empty)));
         r.push(&rows(3..4)).unwrap();
         assert_eq!(r.len(), 4);
-        assert!(r.sample(4, 0.4).is_ok());
-        assert!(matches!(host(4).sample(1, 0.4), Err(ReplayError::Empty)));
+        assert!(r.sample(4).is_ok());
+        assert!(matches!(host(4).sample(1), Err(ReplayError::Empty)));
     }
 
     #[test]
     fn impossible_configs_are_clear_errors() {
         let err = |kind, capacity, update_size| {
-            Replay::new(&ReplayConfig { kind, capacity, update_size, ..Default::default() }, Device::Cpu).err().expect("rejected").to_string()
+            Replay::new(&ReplayConfig { kind, capacity, update_size, ..Default::default() }, 0.9, Device::Cpu).err().expect("rejected").to_string()
         };
         let e = err(ReplayKind::Device, 1000, 2000);
         assert!(e.contains("cannot hold one block") && e.contains("update_size 2000"), "{e}");
         assert!(err(ReplayKind::Device, 1000, 0).contains("update_size must be at least 1"));
         assert!(err(ReplayKind::Host, 0, 1).contains("capacity must be at least 1"));
-        let bad = |c: ReplayConfig| Replay::new(&c, Device::Cpu).err().expect("rejected").to_string();
+        let bad = |c: ReplayConfig| Replay::new(&c, 0.9, Device::Cpu).err().expect("rejected").to_string();
         assert!(bad(ReplayConfig { alpha: 1.5, capacity: 10, update_size: 1, ..Default::default() }).contains("alpha 1.5"));
         assert!(bad(ReplayConfig { beta: -0.1, capacity: 10, update_size: 1, ..Default::default() }).contains("beta -0.1"));
         assert!(bad(ReplayConfig { priority_eps: 0.0, capacity: 10, update_size: 1, ..Default::default() }).contains("priority_eps 0"));
@@ -671,8 +775,8 @@ mod tests {
     }
 
     fn prioritized(kind: ReplayKind, capacity: usize, update_size: usize) -> Replay {
-        let cfg = ReplayConfig { kind, capacity, update_size, sampling: Sampling::Prioritized, alpha: 1.0, priority_eps: 1e-6, ..Default::default() };
-        Replay::new(&cfg, Device::Cpu).unwrap()
+        let cfg = ReplayConfig { kind, capacity, update_size, sampling: Sampling::Prioritized, alpha: 1.0, priority_eps: 1e-6, beta: 1.0, beta_steps: 0, ..Default::default() };
+        Replay::new(&cfg, 0.9, Device::Cpu).unwrap()
     }
 
     fn priorities(r: &Replay) -> Vec<f32> {
@@ -717,16 +821,16 @@ mod tests {
             assert!(priorities(&r)[..2000].iter().all(|&p| p == 1.0), "{kind:?}: new rows enter at the maximum, 1 at first");
             // Each sampled row's TD error is its own id: its priority must become that.
             for _ in 0..5 {
-                let s = r.sample(64, 0.4).unwrap();
+                let s = r.sample(64).unwrap();
                 let drawn = s.drawn.as_ref().expect("prioritized");
                 let flat = Vec::<f32>::try_from(&s.rows.view([-1])).unwrap();
-                let sampled: Vec<usize> = flat.chunks_exact(W).map(|row| row_id(row).expect("a whole row")).collect();
+                let sampled: Vec<usize> = flat.chunks_exact(R).map(|row| row_id(row).expect("a whole row")).collect();
                 let idx = Vec::<i64>::try_from(&drawn.indices).unwrap();
                 for (&i, &id) in idx.iter().zip(&sampled) {
                     assert_eq!(ids[i as usize], id, "{kind:?}: index {i} names the row that was returned");
                 }
                 let td = Tensor::from_slice(&sampled.iter().map(|&id| id as f32).collect::<Vec<_>>());
-                r.update_priorities(drawn, &td);
+                r.update_priorities(drawn, &td, &moves());
                 let p = priorities(&r);
                 for (&i, &id) in idx.iter().zip(&sampled) {
                     assert!((p[i as usize] - id as f32).abs() <= 1e-3 * id as f32, "{kind:?}: row {id} at slot {i} has priority {}", p[i as usize]);
@@ -753,8 +857,8 @@ mod tests {
             let idx = Tensor::arange(1000, (Kind::Int64, Device::Cpu));
             let td = Tensor::ones([1000], (Kind::Float, Device::Cpu));
             let _ = td.narrow(0, 0, 10).fill_(100.0);
-            r.update_priorities(&Drawn { indices: idx, weights: Tensor::ones([1000], (Kind::Float, Device::Cpu)) }, &td);
-            let s = r.sample(4000, 1.0).unwrap();
+            r.update_priorities(&Drawn { indices: idx, weights: Tensor::ones([1000], (Kind::Float, Device::Cpu)) }, &td, &moves());
+            let s = r.sample(4000).unwrap();
             let d = s.drawn.unwrap();
             let idx = Vec::<i64>::try_from(&d.indices).unwrap();
             let w = Vec::<f32>::try_from(&d.weights).unwrap();
@@ -769,16 +873,44 @@ mod tests {
     }
 
     #[test]
-    fn beta_rises_to_one_over_beta_steps() {
-        let c = ReplayConfig { beta: 0.4, beta_steps: 1000, ..Default::default() };
-        assert_eq!((c.beta_at(0), c.beta_at(500), c.beta_at(1000), c.beta_at(10_000)), (0.4, 0.7, 1.0, 1.0));
-        assert_eq!(ReplayConfig { beta: 0.5, beta_steps: 0, ..Default::default() }.beta_at(1_000_000), 0.5);
-    }
-
-    #[test]
     fn config_defaults_are_the_papers_and_unknown_fields_are_rejected() {
         let c: ReplayConfig = serde_json::from_str(r#"{"kind": "host"}"#).unwrap();
         assert_eq!((c.kind, c.capacity, c.update_size), (ReplayKind::Host, 1_000_000, 2_000));
         assert!(serde_json::from_str::<ReplayConfig>(r#"{"capacity": 10, "updatesize": 2}"#).is_err());
+    }
+
+    #[test]
+    fn draws_stay_below_the_fill_level_as_it_grows_and_are_uniform_over_it() {
+        // One `draw_into` with the same tensors each time, as a step captured once as a
+        // CUDA graph replays it: the fill level it reads is a tensor written in place
+        // after each block, so each draw sees every block written before it, and no row
+        // beyond.
+        let mut r = device(5000, 500);
+        let (out, moved) = (Tensor::empty([4000, R as i64], (Kind::Float, Device::Cpu)), moves());
+        let fill_at = |r: &Replay| match r {
+            Replay::Device(d) => d.fill.data_ptr() as usize,
+            Replay::Host(_) => unreachable!(),
+        };
+        let place = fill_at(&r);
+        // An empty ring draws its row 0 and nothing past it (a run in burn-in, held back).
+        r.draw_into(&out, &Tensor::randint_low(0, DRAW_RANGE, [4000], (Kind::Int64, Device::Cpu)), &moved);
+        for blocks in 1..=10usize {
+            r.push(&rows((blocks - 1) * 500..blocks * 500)).unwrap();
+            let rand = Tensor::randint_low(0, DRAW_RANGE, [4000], (Kind::Int64, Device::Cpu));
+            assert!(r.draw_into(&out, &rand, &moved).is_none(), "uniform: no weights");
+            let flat = Vec::<f32>::try_from(&out.view([-1])).unwrap();
+            let ids: Vec<usize> = flat.chunks_exact(R).map(|row| row_id(row).expect("a whole inserted row")).collect();
+            let visible = blocks * 500;
+            assert!(ids.iter().all(|&i| i < visible), "{blocks} blocks: drew row {:?}", ids.iter().max());
+            // Ten equal bins of the visible rows: chi-square, 9 degrees of freedom, P(chi2
+            // > 27.88) = 0.001.
+            let mut bins = [0.0f64; 10];
+            for &i in &ids {
+                bins[i * 10 / visible] += 1.0;
+            }
+            let chi2: f64 = bins.iter().map(|&b| (b - 400.0).powi(2) / 400.0).sum();
+            assert!(chi2 < 27.88, "{blocks} blocks: chi-square {chi2:.1}, bins {bins:?}");
+        }
+        assert_eq!(fill_at(&r), place, "the fill level is one tensor, written in place");
     }
 }

@@ -10,15 +10,27 @@
 // torch.cuda.graph context manager does. Replays run on the calling thread's current
 // stream, in order with the rest of its work.
 //
+// Memory: a graph's tensors live in a private memory pool. Each owner of graphs (a group
+// of runs, for its life) has one pool and one capture stream (shine_graph_pool_new), so
+// its graphs share one pool instead of leaving one each behind; the pool's memory goes
+// back to the device once its graphs are gone and the cache is emptied
+// (shine_cuda_empty_cache, after a group is rebuilt).
+//
 // No C++ exception crosses into Rust: every entry point catches and returns the
 // message (0 on success).
 
 #include <ATen/cuda/CUDAGraph.h>
 #include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
 #include <cxxabi.h>
+
+// cuda_profiler_api.h's two functions (the CUDA runtime has them; the header is not
+// among the headers PyTorch's CUDA wheels install).
+extern "C" cudaError_t cudaProfilerStart(void);
+extern "C" cudaError_t cudaProfilerStop(void);
 
 #include <cstdlib>
 #include <cstring>
@@ -71,12 +83,27 @@ void* shine_cuda_graph_new(char* err, size_t len) {
 
 void shine_cuda_graph_free(void* g) { delete static_cast<Graph*>(g); }
 
-int shine_cuda_graph_capture_begin(void* handle, int device, char* err, size_t len) {
+// A memory pool for the graphs of one owner, and the stream they are captured on: the
+// pool's id (two numbers) and the stream's id, on `device`.
+int shine_graph_pool_new(int device, unsigned long long* pool_a, unsigned long long* pool_b, long long* stream, char* err, size_t len) {
+  return guarded(err, len, [&] {
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+    at::cuda::MempoolId_t id = at::cuda::graph_pool_handle();
+    auto side = c10::cuda::getStreamFromPool(false, static_cast<c10::DeviceIndex>(device));
+    *pool_a = id.first;
+    *pool_b = id.second;
+    *stream = static_cast<long long>(side.id());
+  });
+}
+
+int shine_cuda_graph_capture_begin(void* handle, int device, unsigned long long pool_a, unsigned long long pool_b, long long stream,
+                                   char* err, size_t len) {
   return guarded(err, len, [&] {
     auto* g = static_cast<Graph*>(handle);
-    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+    auto index = static_cast<c10::DeviceIndex>(device);
+    c10::cuda::CUDAGuard guard(index);
     auto current = c10::cuda::getCurrentCUDAStream();
-    auto side = c10::cuda::getStreamFromPool(false, static_cast<c10::DeviceIndex>(device));
+    auto side = c10::cuda::CUDAStream::unpack3(static_cast<c10::StreamId>(stream), index, c10::DeviceType::CUDA);
     // The side stream starts after everything queued so far.
     at::cuda::CUDAEvent ready;
     ready.record(current);
@@ -84,7 +111,29 @@ int shine_cuda_graph_capture_begin(void* handle, int device, char* err, size_t l
     g->previous = current;
     g->side = side;
     c10::cuda::setCurrentCUDAStream(side);
-    g->graph.capture_begin();
+    g->graph.capture_begin(at::cuda::MempoolId_t{pool_a, pool_b});
+  });
+}
+
+// The profiler on (cudaProfilerStart) or off (cudaProfilerStop): under
+// `ncu --profile-from-start off`, only what runs between the two is profiled.
+int shine_cuda_profiler(int on, char* err, size_t len) {
+  return guarded(err, len, [&] { C10_CUDA_CHECK(on ? cudaProfilerStart() : cudaProfilerStop()); });
+}
+
+// Memory the caching allocator holds but no tensor uses goes back to the device.
+int shine_cuda_empty_cache(char* err, size_t len) {
+  return guarded(err, len, [&] { c10::cuda::CUDACachingAllocator::emptyCache(); });
+}
+
+// Bytes of device memory in tensors (`allocated`) and held by the caching allocator
+// (`reserved`, what nvidia-smi counts of it) on `device`, now.
+int shine_cuda_memory(int device, unsigned long long* allocated, unsigned long long* reserved, char* err, size_t len) {
+  return guarded(err, len, [&] {
+    auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device));
+    auto all = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+    *allocated = static_cast<unsigned long long>(stats.allocated_bytes[all].current);
+    *reserved = static_cast<unsigned long long>(stats.reserved_bytes[all].current);
   });
 }
 

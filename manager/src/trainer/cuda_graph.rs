@@ -4,9 +4,12 @@
 //! once (Parr's "no input from the host" taken one step further).
 //!
 //! ```text
+//! let pool = GraphPool::new(device)?;          // one per owner of graphs, for its life
 //! let mut g = CudaGraph::new()?;
-//! g.capture(device, || { /* tch ops: recorded, not run */ })?;
+//! g.capture(&pool, || { /* tch ops: recorded, not run */ })?;
 //! g.replay()?;   // runs what was recorded, on the same memory
+//! memory(device)?                               // (allocated, reserved) bytes
+//! empty_cache()?                                // after dropping an owner's graphs
 //! ```
 //!
 //! What a captured region may do (PyTorch's rules for `torch.cuda.graph`): only device
@@ -17,8 +20,14 @@
 //! pool: keep their handles from the capture and read them after each replay. Random
 //! ops draw from PyTorch's CUDA generator, which graph capture makes replay-safe (each
 //! replay draws new numbers). Host values baked into the recorded kernels (a bound of
-//! `randint`, a learning rate, a step count) stay as they were at the capture:
-//! re-capture when one changes.
+//! `randint`, a learning rate, a step count) stay as they were at the capture, so the
+//! train step reads every value that changes (the replay's fill level, Adam's count,
+//! prioritized sampling's exponent, the group's mask) from tensors written in place,
+//! and is captured once for the life of its group.
+//!
+//! Memory: each owner of graphs (a group of runs) captures into one [`GraphPool`] of
+//! its own, on one capture stream of its own, for its life; when it is dropped, its
+//! graphs' memory goes back to the device at the next [`empty_cache`].
 //!
 //! The graph itself is PyTorch's `at::cuda::CUDAGraph`, through the C++ shim in
 //! `cuda_graph.cpp` that `build.rs` compiles against the installed PyTorch's headers
@@ -49,7 +58,11 @@ mod ffi {
     extern "C" {
         pub fn shine_cuda_graph_new(err: *mut c_char, len: usize) -> *mut c_void;
         pub fn shine_cuda_graph_free(g: *mut c_void);
-        pub fn shine_cuda_graph_capture_begin(g: *mut c_void, device: c_int, err: *mut c_char, len: usize) -> c_int;
+        pub fn shine_graph_pool_new(device: c_int, pool_a: *mut u64, pool_b: *mut u64, stream: *mut i64, err: *mut c_char, len: usize) -> c_int;
+        pub fn shine_cuda_graph_capture_begin(g: *mut c_void, device: c_int, pool_a: u64, pool_b: u64, stream: i64, err: *mut c_char, len: usize) -> c_int;
+        pub fn shine_cuda_empty_cache(err: *mut c_char, len: usize) -> c_int;
+        pub fn shine_cuda_profiler(on: c_int, err: *mut c_char, len: usize) -> c_int;
+        pub fn shine_cuda_memory(device: c_int, allocated: *mut u64, reserved: *mut u64, err: *mut c_char, len: usize) -> c_int;
         pub fn shine_cuda_graph_capture_end(g: *mut c_void, err: *mut c_char, len: usize) -> c_int;
         pub fn shine_cuda_graph_replay(g: *mut c_void, err: *mut c_char, len: usize) -> c_int;
         pub fn shine_cuda_graph_count(g: *mut c_void, nodes: *mut usize, kernels: *mut usize, err: *mut c_char, len: usize) -> c_int;
@@ -106,12 +119,13 @@ impl CudaGraph {
         Err(GraphError::NotBuilt)
     }
 
-    /// Record what `work` does on CUDA device `device` (run nothing of it). A failed
-    /// capture leaves the graph unusable; make a new one.
+    /// Record what `work` does on `pool`'s CUDA device (run nothing of it), into `pool`,
+    /// on its capture stream. A failed capture leaves the graph unusable; make a new one.
     #[cfg(shine_cuda_graph)]
-    pub fn capture<T>(&mut self, device: usize, work: impl FnOnce() -> T) -> Result<T, GraphError> {
+    pub fn capture<T>(&mut self, pool: &GraphPool, work: impl FnOnce() -> T) -> Result<T, GraphError> {
+        let (a, b) = pool.id;
         // SAFETY: `self.ptr` is ours (module doc); the buffer is `call`'s.
-        call(|err, len| unsafe { ffi::shine_cuda_graph_capture_begin(self.ptr, device as i32, err, len) })?;
+        call(|err, len| unsafe { ffi::shine_cuda_graph_capture_begin(self.ptr, pool.device as i32, a, b, pool.stream, err, len) })?;
         let out = work();
         call(|err, len| unsafe { ffi::shine_cuda_graph_capture_end(self.ptr, err, len) })?;
         self.captured = true;
@@ -119,7 +133,7 @@ impl CudaGraph {
     }
 
     #[cfg(not(shine_cuda_graph))]
-    pub fn capture<T>(&mut self, _device: usize, _work: impl FnOnce() -> T) -> Result<T, GraphError> {
+    pub fn capture<T>(&mut self, _pool: &GraphPool, _work: impl FnOnce() -> T) -> Result<T, GraphError> {
         Err(GraphError::NotBuilt)
     }
 
@@ -187,6 +201,71 @@ impl CudaGraph {
     }
 }
 
+/// A memory pool and a capture stream on one CUDA device, for all the graphs of one
+/// owner (a group of runs) over its life: its graphs share the pool instead of each
+/// keeping a private one, and the pool's memory goes back when the owner is dropped
+/// (and [`empty_cache`] runs).
+#[derive(Debug, Clone, Copy)]
+pub struct GraphPool {
+    device: usize,
+    id: (u64, u64),
+    stream: i64,
+}
+
+impl GraphPool {
+    #[cfg(shine_cuda_graph)]
+    pub fn new(device: usize) -> Result<GraphPool, GraphError> {
+        let (mut a, mut b, mut stream) = (0u64, 0u64, 0i64);
+        // SAFETY: the shim writes the three numbers and at most `len` bytes of `call`'s buffer.
+        call(|err, len| unsafe { ffi::shine_graph_pool_new(device as i32, &mut a, &mut b, &mut stream, err, len) })?;
+        Ok(GraphPool { device, id: (a, b), stream })
+    }
+
+    #[cfg(not(shine_cuda_graph))]
+    pub fn new(_device: usize) -> Result<GraphPool, GraphError> {
+        Err(GraphError::NotBuilt)
+    }
+}
+
+/// Hand the device memory the caching allocator holds but no tensor uses back to the
+/// device (after a group's graphs are dropped). Without CUDA graph support, nothing.
+pub fn empty_cache() -> Result<(), GraphError> {
+    #[cfg(shine_cuda_graph)]
+    // SAFETY: the shim writes at most `len` bytes into the buffer `call` owns.
+    call(|err, len| unsafe { ffi::shine_cuda_empty_cache(err, len) })?;
+    Ok(())
+}
+
+/// Turn the CUDA profiler on or off (`cudaProfilerStart`, `cudaProfilerStop`): under
+/// `ncu --profile-from-start off` only the work between the two is profiled.
+pub fn profiler(on: bool) -> Result<(), GraphError> {
+    #[cfg(shine_cuda_graph)]
+    {
+        // SAFETY: the shim writes at most `len` bytes into the buffer `call` owns.
+        call(|err, len| unsafe { ffi::shine_cuda_profiler(i32::from(on), err, len) })
+    }
+    #[cfg(not(shine_cuda_graph))]
+    {
+        let _ = on;
+        Err(GraphError::NotBuilt)
+    }
+}
+
+/// Bytes of CUDA device `device`'s memory in tensors (allocated) and held by the caching
+/// allocator (reserved; what nvidia-smi counts of the process, less CUDA's own).
+#[cfg(shine_cuda_graph)]
+pub fn memory(device: usize) -> Result<(u64, u64), GraphError> {
+    let (mut allocated, mut reserved) = (0u64, 0u64);
+    // SAFETY: the shim writes the two counts and at most `len` bytes of `call`'s buffer.
+    call(|err, len| unsafe { ffi::shine_cuda_memory(device as i32, &mut allocated, &mut reserved, err, len) })?;
+    Ok((allocated, reserved))
+}
+
+#[cfg(not(shine_cuda_graph))]
+pub fn memory(_device: usize) -> Result<(u64, u64), GraphError> {
+    Err(GraphError::NotBuilt)
+}
+
 /// Kernel names counted, most frequent first (ties by name): `(count, name)`. Each
 /// name is cut at its first `(` or `<` beyond 100 characters, so that PyTorch's long
 /// template arguments do not hide the kernel (names still differing after the cut
@@ -247,7 +326,10 @@ mod tests {
                     panic!("a build without the shim makes no graph")
                 }
                 assert!(g.replay().is_err(), "nothing captured");
-                let err = g.capture(0, || ()).unwrap_err().to_string();
+                let err = match GraphPool::new(0) {
+                    Err(e) => e.to_string(),
+                    Ok(pool) => g.capture(&pool, || ()).unwrap_err().to_string(),
+                };
                 assert!(err.contains("CUDA graph"), "{err}");
             }
         }

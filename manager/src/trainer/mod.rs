@@ -11,7 +11,10 @@
 //!     // version 1, random weights, on a fresh start; above every version ever published
 //!     // after a crash that lost models published since the checkpoint.
 //! if run.takes_inserts() { run.ingest(batch)? }   // unless the fleet is too far ahead
-//! if run.may_train(paused) { run.train_step()? }  // burn-in done, within the ratio
+//! run.may_train(paused)                           // burn-in done, within the ratio
+//!     // its group (crate::device::group) takes the step: run.draw_into(..) of its
+//!     // rows, the grouped step, run.update_priorities(..), then
+//! run.grouped_step_taken(out)?                    // counting, publishing, checkpoints
 //! run.stats()                                     // TrainerStats, for /stats and /metrics
 //! run.final_checkpoint()?                         // on removal and at a graceful stop
 //! wire_expect(&dqn_cfg, action_set)               // what experience::decode must check
@@ -20,7 +23,8 @@
 //!
 //! A run's turn: its queued uploads go into the replay unless the fleet is too far
 //! ahead of the learner ([`RateLimiter::takes_inserts`]); if burn-in is done, it is not
-//! paused and the [`RateLimiter`] allows, it may take a train step. Every
+//! paused and the [`RateLimiter`] allows, it may take a train step, which its group
+//! takes (a run alone is a group of one: [`crate::device::group`]). Every
 //! `stats_every` steps the loss and mean Q come back to the host (the only device sync
 //! of the steady state besides block writes, publishes and checkpoints); every
 //! `publish_every` steps a new model version goes to `publish`; every
@@ -31,12 +35,13 @@ mod config;
 pub mod cuda_graph;
 mod graph;
 mod limiter;
+pub(crate) mod step;
 
 pub use config::TrainerConfig;
 pub use graph::graph_applies;
 pub(crate) use graph::GRAPH_WARMUP_STEPS;
-use graph::GraphStep;
 pub use limiter::RateLimiter;
+pub use step::GroupStep;
 
 use crate::storage::checkpoint::{self, RunCounters};
 use crate::storage::registry::Published;
@@ -103,6 +108,9 @@ pub struct TrainerStats {
     /// The runs this one trains with as one step (itself among them, in the group's
     /// order), or `None` when it trains alone (`[trainer] grouped`).
     pub group: Option<Vec<String>>,
+    /// CUDA graphs captured of the step this run trains in, since this process started:
+    /// one for each group it has been in (a regroup makes a new one).
+    pub graph_captures: u64,
 }
 
 /// Where a run's trainer starts from: the checkpoint in `data_dir` (if any), and what
@@ -140,17 +148,6 @@ fn model_meta(actions: ActionSet, side: Side, version: u64, train_step: u64) -> 
     m
 }
 
-/// Whether the run can train in a group ([`TrainerConfig::grouped`]), or why not.
-pub fn group_applies(replay: &ReplayConfig) -> Result<(), String> {
-    if replay.kind != ReplayKind::Device {
-        return Err("it needs the device replay ([replay] kind = \"device\"): a group draws each run's batch on the device".into());
-    }
-    if replay.sampling != Sampling::Uniform {
-        return Err("prioritized sampling does not group yet (its importance weights and priority updates are per run): use [replay] sampling = \"uniform\"".into());
-    }
-    Ok(())
-}
-
 /// One run's learner, replay, rate limiter and counters; owned by the device thread.
 pub struct RunTrainer {
     name: String,
@@ -160,14 +157,11 @@ pub struct RunTrainer {
     side: Side,
     learner: Learner,
     replay: Replay,
-    /// Whether train steps are replayed as a CUDA graph ([`TrainerConfig::cuda_graph`]).
+    /// Whether its group's step may be replayed as a CUDA graph ([`TrainerConfig::cuda_graph`]).
     use_graph: bool,
-    /// Whether it trains in a group when others share its shape ([`TrainerConfig::grouped`]).
+    /// Whether it trains in one group with other runs of its shape ([`TrainerConfig::grouped`]).
     grouped: bool,
-    graph: Option<GraphStep>,
-    /// Steps taken eagerly so far (the warm-up before the first capture).
-    eager_steps: u64,
-    /// The `[replay]` settings: the prioritized sampling's beta schedule.
+    /// The `[replay]` settings.
     replay_cfg: ReplayConfig,
     /// Its live numbers, kept up to date here; the device layer shows them.
     stats: TrainerStats,
@@ -200,14 +194,9 @@ impl RunTrainer {
             (Some(false), _) | (None, Err(_)) => false,
             (_, Ok(())) => true,
         };
-        let grouped = match (cfg.grouped, group_applies(&replay_cfg)) {
-            (Some(true), Err(why)) => bail!("[trainer] grouped = true, but {why}; set grouped = false, or leave it out"),
-            (Some(false), _) | (None, Err(_)) => false,
-            (Some(true), Ok(())) => true,
-            (None, Ok(())) => device.is_cuda(),
-        };
+        let grouped = cfg.grouped.unwrap_or(device.is_cuda());
         let mut learner = Learner::new(&dqn_cfg, actions.len(), device)?;
-        let mut replay = Replay::new(&replay_cfg, device)?;
+        let mut replay = Replay::new(&replay_cfg, learner.gamma_n(), device)?;
         // Rows restored from the log are not counted as inserts: they were counted when
         // first inserted, and the rate limiter must not hold the fleet back for them.
         replay.push(&rows)?;
@@ -270,6 +259,8 @@ impl RunTrainer {
         } else {
             (counters, model_file)
         };
+        // Prioritized sampling's exponent goes on from the steps taken.
+        replay.set_steps(learner.step);
         // Published before the run joins the device: by the time it is served there is a model.
         publish(Published { version: counters.model_version, train_step: counters.model_train_step, file: model_file.clone() });
 
@@ -305,8 +296,6 @@ impl RunTrainer {
             replay,
             use_graph,
             grouped,
-            graph: None,
-            eager_steps: 0,
             replay_cfg,
             stats,
             publish,
@@ -359,22 +348,36 @@ impl RunTrainer {
         self.replay.len() >= self.cfg.burn_in.max(1) && !paused && self.limiter.allows(self.learner.config().batch_size as u64)
     }
 
-    /// The shape of the grouped step this run can join ([`crate::device::group`]), or `None`
-    /// when it trains alone ([`TrainerConfig::grouped`]).
-    pub fn group_shape(&self) -> Option<GroupShape> {
-        self.grouped.then(|| GroupShape::of(&self.learner))
+    /// The shape of the step this run takes ([`crate::device::group`]).
+    pub fn group_shape(&self) -> GroupShape {
+        GroupShape::of(&self.learner, self.prioritized())
+    }
+
+    /// Whether it trains in one group with the other runs of its shape, or in a group of
+    /// its own ([`TrainerConfig::grouped`]).
+    pub fn shares_group(&self) -> bool {
+        self.grouped
+    }
+
+    /// Whether its replay samples by priority (its loss takes importance weights).
+    pub fn prioritized(&self) -> bool {
+        self.replay_cfg.sampling == Sampling::Prioritized
     }
 
     /// Whether a group it trains in may replay its step as a CUDA graph (`cuda_graph`
-    /// not set to false).
+    /// not set to false, where it applies).
     pub fn allows_graph(&self) -> bool {
-        self.cfg.cuda_graph != Some(false)
+        self.use_graph
     }
 
-    /// Its learner, to be moved into a group: its own captured graph, which reads the
-    /// learner's present buffers, goes.
+    /// Whether its draws are device work alone (the device replay): a step that draws
+    /// from it can be captured as a CUDA graph.
+    pub fn draws_on_device(&self) -> bool {
+        self.replay.draws_on_device()
+    }
+
+    /// Its learner, to be moved into a group.
     pub fn learner_for_group(&mut self) -> &mut Learner {
-        self.graph = None;
         &mut self.learner
     }
 
@@ -383,15 +386,14 @@ impl RunTrainer {
         self.stats.group = names;
     }
 
-    /// Rows for its part of a grouped step, `[batch_size, 57]` on the device: drawn
-    /// uniformly from its replay, or zeros while the replay is empty (a run in burn-in
-    /// does not move in the step; its rows are only there to fill the group's shape).
-    pub fn group_rows(&mut self) -> anyhow::Result<Tensor> {
-        let batch_size = self.learner.config().batch_size;
-        if self.replay.is_empty() {
-            return Ok(Tensor::zeros([batch_size as i64, TRANSITION_FLOATS as i64], (tch::Kind::Float, self.learner.device())));
-        }
-        Ok(self.replay.sample(batch_size, 1.0)?.rows)
+    /// Count a CUDA graph captured of the step it trains in ([`TrainerStats::graph_captures`]).
+    pub fn graph_captured(&mut self) {
+        self.stats.graph_captures += 1;
+    }
+
+    /// Its replay, for its group's step to draw from ([`GroupStep::step`]).
+    pub fn replay_mut(&mut self) -> &mut Replay {
+        &mut self.replay
     }
 
     /// Its online weights, as the model file has them (tests of groups on CUDA).
@@ -400,7 +402,7 @@ impl RunTrainer {
         self.learner.online.weights()
     }
 
-    /// Rows its replay can draw from now (a captured draw is bound to it).
+    /// Rows its replay can draw from now.
     pub fn replay_len(&self) -> usize {
         self.replay.len()
     }
@@ -436,26 +438,6 @@ impl RunTrainer {
         self.replay_cfg.sampling == Sampling::Prioritized && self.replay_cfg.new_priority == NewPriority::Td
     }
 
-    /// One train step: sample, learn, update priorities; read back, publish and
-    /// checkpoint when due. Returns whether its numbers were read back (the device
-    /// layer shows them then).
-    pub fn train_step(&mut self) -> anyhow::Result<bool> {
-        let batch_size = self.learner.config().batch_size;
-        let out = if self.use_graph && self.eager_steps >= GRAPH_WARMUP_STEPS {
-            self.graph_step()?
-        } else {
-            self.eager_steps += 1;
-            let sampled = self.replay.sample(batch_size, self.replay_cfg.beta_at(self.learner.step))?;
-            let weights = sampled.drawn.as_ref().map(|d| &d.weights);
-            let out = self.learner.train_step_weighted(&sampled.rows, weights);
-            if let (Some(drawn), Some(td_abs)) = (&sampled.drawn, &out.td_abs) {
-                self.replay.update_priorities(drawn, td_abs);
-            }
-            out
-        };
-        self.account(out)
-    }
-
     /// What follows a step taken for this run by its group ([`crate::device::group`]): count it
     /// (and sync the target when due), then as after a step of its own.
     pub fn grouped_step_taken(&mut self, out: TrainOutput) -> anyhow::Result<bool> {
@@ -478,7 +460,7 @@ impl RunTrainer {
         if read_back {
             // The only read-back of the steady state: it waits for the step to finish.
             let read = |t: &tch::Tensor| f64::try_from(t).unwrap_or(f64::NAN);
-            let (loss, mean_q, grad_norm) = (read(&out.loss), read(&out.mean_q), read(&out.grad_norm));
+            let (loss, mean_q, grad_norm) = (read(&out.loss()), read(&out.mean_q()), read(&out.grad_norm));
             let (t0, s0) = self.interval_start;
             let secs = t0.elapsed().as_secs_f64();
             let s = &mut self.stats;
@@ -684,39 +666,37 @@ pub(crate) mod tests {
             let t = TrainerConfig { cuda_graph: off, ..t.clone() };
             let mut run = RunTrainer::build(setup(t, r.clone(), d.clone()), tch::Device::Cpu, Box::new(|_| {})).unwrap();
             run.ingest(batch(120, 0)).unwrap();
-            run.train_step().unwrap();
-            assert!(!run.use_graph && run.graph.is_none() && run.learner.step == 1, "{off:?}");
+            step::for_tests::step_run(&mut run).unwrap();
+            assert!(!run.allows_graph() && run.learner.step == 1, "{off:?}");
         }
         // What keeps a CUDA device from graphs is said too (here, on any machine).
         let cuda = tch::Device::Cuda(0);
         assert!(graph_applies(cuda, &ReplayConfig { kind: ReplayKind::Host, ..r.clone() })
             .is_err_and(|e| e.contains("device replay") || e.contains("no CUDA graph support")));
-        assert!(graph_applies(cuda, &ReplayConfig { sampling: Sampling::Prioritized, ..r.clone() })
-            .is_err_and(|e| e.contains("prioritized") || e.contains("no CUDA graph support")));
-        // The optimizer does not matter (Adam's bias correction counts on the device).
+        // Neither the optimizer nor the sampling matters (Adam's bias correction counts on
+        // the device; prioritized sampling's exponent and updates are device work).
         if crate::trainer::cuda_graph::BUILT {
             assert_eq!(graph_applies(cuda, &r), Ok(()));
+            assert_eq!(graph_applies(cuda, &ReplayConfig { sampling: Sampling::Prioritized, ..r.clone() }), Ok(()));
         }
     }
 
     #[test]
-    fn grouped_true_where_it_cannot_apply_is_an_error_naming_the_key() {
+    fn every_run_may_share_a_group_and_does_by_default_on_cuda_only() {
         let tmp = tempfile::tempdir().unwrap();
-        let (mut t, r, d) = small();
-        t.grouped = Some(true);
-        let build = |t: &TrainerConfig, r: ReplayConfig| RunTrainer::build(setup_in(tmp.path(), (t.clone(), r, d.clone())), tch::Device::Cpu, Box::new(|_| {}));
-        for (replay, says) in [
-            (ReplayConfig { kind: ReplayKind::Host, ..r.clone() }, "device replay"),
-            (ReplayConfig { sampling: Sampling::Prioritized, ..r.clone() }, "prioritized sampling"),
-        ] {
-            let err = build(&t, replay).err().expect("refused").to_string();
-            assert!(err.contains("[trainer] grouped = true") && err.contains(says) && err.contains("grouped = false"), "{err}");
+        let (t, r, d) = small();
+        let build = |t: &TrainerConfig, r: ReplayConfig| RunTrainer::build(setup_in(tmp.path(), (t.clone(), r, d.clone())), tch::Device::Cpu, Box::new(|_| {})).unwrap();
+        // Any replay, uniform or prioritized: `grouped = true` shares on the CPU too;
+        // unset, only on CUDA.
+        for replay in [r.clone(), ReplayConfig { kind: ReplayKind::Host, ..r.clone() }, ReplayConfig { sampling: Sampling::Prioritized, ..r.clone() }] {
+            assert!(build(&TrainerConfig { grouped: Some(true), ..t.clone() }, replay.clone()).shares_group(), "{replay:?}");
+            for off in [None, Some(false)] {
+                assert!(!build(&TrainerConfig { grouped: off, ..t.clone() }, replay.clone()).shares_group(), "{off:?}, {replay:?}");
+            }
         }
-        // Where it applies, `true` groups on the CPU too; unset, only on CUDA.
-        assert!(build(&t, r.clone()).unwrap().group_shape().is_some());
-        for off in [None, Some(false)] {
-            assert!(build(&TrainerConfig { grouped: off, ..t.clone() }, r.clone()).unwrap().group_shape().is_none(), "{off:?}");
-        }
+        // The shape says whether the loss is weighted: uniform and prioritized runs do
+        // not share a step.
+        let prioritized = build(&t, ReplayConfig { sampling: Sampling::Prioritized, ..r.clone() });
+        assert!(prioritized.group_shape().weighted && !build(&t, r.clone()).group_shape().weighted);
     }
 }
-
