@@ -379,6 +379,9 @@ class PlayArgumentsTest(unittest.TestCase):
                 (ok + ["--port", "0"], "not a controller port"),
                 (ok + ["--opponent-port", "5"], "not a controller port"),
                 (ok + ["--port", "two"], "not a number"),
+                # Issue 46: libmelee picks a stage only for the controller that starts
+                # the match, so --stage alone did nothing.
+                (ok + ["--stage", "BATTLEFIELD"], "--stage BATTLEFIELD needs --autostart"),
                 (["play", "--model", model], "required"),
             ]
             for argv, pattern in cases:
@@ -414,6 +417,10 @@ class PlayArgumentsTest(unittest.TestCase):
             # A home with the person's controller on their port gets past the checks
             # (to libmelee, which refuses the folder as Dolphin).
             rc, err = self.run_cli(*ok, "--dolphin-home", home, "--opponent-port", "3")
+            self.assertEqual(rc, 2, err)
+            self.assertIn("as Slippi Dolphin", err)
+            # --stage with --autostart gets past the checks (to libmelee, as above).
+            rc, err = self.run_cli(*ok, "--stage", "BATTLEFIELD", "--autostart")
             self.assertEqual(rc, 2, err)
             self.assertIn("as Slippi Dolphin", err)
             # A folder that holds no Slippi Dolphin: libmelee refuses it, exit 2.

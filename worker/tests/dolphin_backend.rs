@@ -31,22 +31,21 @@ fn on_sim_and_through_the_peer(common: &[&str], scenario: &std::path::Path) -> (
 /// `play --human-port` against the peer's stand-in for a person, with `scenario` as the
 /// image and an idle bot, for `matches` matches: success, stdout, stderr.
 fn play_against_the_stand_in(scenario: &std::path::Path, human_port: &str, matches: &str) -> (bool, String, String) {
-    let peer = peer();
-    run(&[
-        "play",
-        "--backend",
-        "dolphin",
-        "--dolphin",
-        peer.to_str().unwrap(),
-        "--iso",
-        scenario.to_str().unwrap(),
-        "--human-port",
-        human_port,
-        "--policy",
-        "idle",
-        "--episodes",
-        matches,
-    ])
+    run(&person_args(scenario, &["--human-port", human_port, "--policy", "idle", "--episodes", matches]))
+}
+
+/// `play --backend dolphin` with the peer as Dolphin and `scenario` as the image, then
+/// `rest`.
+fn person_args<'a>(scenario: &'a std::path::Path, rest: &[&'a str]) -> Vec<&'a str> {
+    let peer: &'static str = Box::leak(peer().to_str().unwrap().to_string().into_boxed_str());
+    let mut args = vec!["play", "--backend", "dolphin", "--dolphin", peer, "--iso", scenario.to_str().unwrap()];
+    args.extend(rest);
+    args
+}
+
+/// The `match` lines of a `play --human-port` output.
+fn match_lines(out: &str) -> Vec<&str> {
+    out.lines().filter(|l| l.starts_with("match")).collect()
 }
 
 /// The per-episode lines of a `play` output.
@@ -230,7 +229,7 @@ fn play_against_a_person_plays_whole_matches_with_the_bot_on_either_port() {
         assert_eq!(matches.len(), 2, "two whole matches, one after the other:\n{out}");
         // An idle bot loses its one stock to a level-9 CPU: the person's side won.
         assert!(matches.iter().all(|l| l.contains("you won: stocks left bot 0, you 1")), "{out}");
-        assert!(out.contains("the bot won 0 of 2 matches against you"), "{out}");
+        assert!(out.contains("the bot won 0 of 2 matches against you (you won 2, 0 even on stocks)"), "{out}");
     }
     // What a person gets wrong is said before Dolphin starts.
     let (ok, _, err) = run(&["play", "--human-port", "1", "--policy", "idle"]);
@@ -284,7 +283,7 @@ fn against_a_person_the_state_is_the_bots_point_of_view_whichever_port_it_has() 
     let dolphin = shine_worker::games::backend::DolphinSetup::check(Some(&scenario), Some(&peer)).unwrap();
     for (bot, person) in [(0usize, 1usize), (1, 0)] {
         let setup = MatchSetup { agent_port: bot, opponent_port: person, cpu_level: 6, ..MatchSetup::default() };
-        let mut emu = dolphin.launch_against_person(setup, shine_bridge::dolphin::HumanPad::Adapter).unwrap();
+        let mut emu = dolphin.launch_against_person(setup, shine_bridge::dolphin::HumanPad::Adapter, shine_bridge::melee::characters::FOX).unwrap();
         emu.reset(setup, 0).unwrap();
         // The same match on the simulator, read by the same reader: equal states, frame
         // by frame, with the bot's 13 floats second and its opponent's first.
@@ -301,4 +300,112 @@ fn against_a_person_the_state_is_the_bots_point_of_view_whichever_port_it_has() 
             assert_eq!(got.state[13], (me.x().unwrap() + 250.0) / 500.0, "the bot's x is float 13, its opponent's float 0");
         }
     }
+}
+
+#[test]
+fn a_marth_model_plays_marth_against_a_person() {
+    // Issue 46: the person path returned before the side check, so a Marth model put
+    // its coin on Fox. Now its coin goes on Marth (the navigator checks the fighter
+    // in the match, and the peer starts it with the character the coin is on).
+    let dir = tempfile::tempdir().unwrap();
+    let marth = side_model_file(dir.path(), ActionSet::Fight, Side::Marth, 7);
+    let scenario = dir.path().join("melee.scenario");
+    std::fs::write(&scenario, "seed = 22\nhuman_character = Fox\nhuman_level = 9\nstocks = 1\n").unwrap();
+    let (ok, out, err) = run(&person_args(&scenario, &["--model", &marth, "--human-port", "1", "--episodes", "1"]));
+    assert!(ok, "{out}\n{err}");
+    assert!(err.contains("(the bot is Marth on port 2)"), "{err}");
+    assert_eq!(match_lines(&out).len(), 1, "{out}");
+    assert!(match_lines(&out)[0].contains("you as Fox"), "{out}");
+    // A side the model was not trained for is refused, naming its side, before Dolphin starts.
+    let (ok, _, err) = run(&person_args(&scenario, &["--model", &marth, "--human-port", "1", "--side", "fox"]));
+    assert!(!ok && err.contains("the model plays marth (its file says so); it cannot play --side fox"), "{err}");
+}
+
+#[test]
+fn a_person_who_presses_the_bots_toggle_and_start_at_once_does_not_get_a_match_counted_for_the_bot() {
+    // Issue 46: any hand can press the bot's HMN/CPU toggle; with START right after,
+    // Melee's CPU played the bot's port and the match was counted as the bot's. The
+    // stand-in does just that at its first visit; that match is quit and not counted.
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("melee.scenario");
+    std::fs::write(&scenario, "seed = 42\nhuman_mistake = bot_toggle\nhuman_level = 9\nstocks = 1\n").unwrap();
+    let (ok, out, err) = play_against_the_stand_in(&scenario, "1", "1");
+    assert!(ok, "{out}\n{err}");
+    assert!(err.contains("the bot's port 2 played as Melee's CPU (a hand pressed its HMN/CPU toggle before START): quitting that match; it is not counted"), "{err}");
+    // One match played, with the bot's own pipe on its port: the idle bot loses it.
+    assert_eq!(match_lines(&out).len(), 1, "{out}");
+    assert!(match_lines(&out)[0].contains("you as Luigi: you won: stocks left bot 0, you 1"), "{out}");
+}
+
+#[test]
+fn an_unplugged_controller_is_said_at_once_and_the_slot_melee_turned_to_cpu_after_it() {
+    // Issue 46: Melee shows a port with no controller at once (the hand's state 3) and
+    // turns a human slot into a CPU; the walk waited a minute of still hand, then asked
+    // for a toggle press the unplugged controller could not make. The stand-in's
+    // controller is out for the first 300 frames of character select, then back in.
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("melee.scenario");
+    std::fs::write(&scenario, "seed = 43\nhuman_unplug = 300\nhuman_level = 9\nstocks = 1\n").unwrap();
+    let (ok, out, err) = play_against_the_stand_in(&scenario, "1", "1");
+    assert!(ok, "{out}\n{err}");
+    let at = |needle: &str| err.find(needle).unwrap_or_else(|| panic!("the terminal says {needle:?}:\n{err}"));
+    let unplugged = at("no controller in port 1: plug yours into the GameCube controller adapter's port 1");
+    let slot = at("your slot (port 1) is set to CPU (Melee does that when a controller is unplugged");
+    assert!(unplugged < slot && slot < at("waiting for you: press START on port 1"), "{err}");
+    assert!(!err.contains("no input from port 1 for a minute"), "{err}");
+    assert_eq!(match_lines(&out).len(), 1, "{out}");
+}
+
+/// `play --human-port 1` against the stand-in in a process group of its own, as a
+/// terminal's foreground job; its merged output in `log`.
+fn start_session(dir: &std::path::Path, scenario: &str, episodes: &str) -> Proc {
+    use std::os::unix::process::CommandExt;
+    let image = dir.join("melee.scenario");
+    std::fs::write(&image, scenario).unwrap();
+    let args = person_args(&image, &["--human-port", "1", "--policy", "idle", "--episodes", episodes]);
+    let mut cmd = std::process::Command::new(WORKER);
+    cmd.args(&args).process_group(0);
+    spawn(&mut cmd, dir.join("session.log"))
+}
+
+/// The Dolphin of a session, as its first line says: its pid and its user folder.
+fn session_dolphin(log: &str) -> (u32, std::path::PathBuf) {
+    let line = log.lines().find(|l| l.starts_with("Dolphin is up (pid ")).unwrap_or_else(|| panic!("{log}"));
+    let pid = line["Dolphin is up (pid ".len()..].split(',').next().unwrap().parse().unwrap();
+    let folder = line.split("user folder ").nth(1).unwrap().split("):").next().unwrap();
+    (pid, folder.into())
+}
+
+#[test]
+fn ctrl_c_stops_dolphin_removes_its_folder_and_sums_up_the_matches_played() {
+    // Issue 46: Ctrl-C left Shine's temporary Dolphin home behind and printed nothing.
+    // First while the walk waits for the person (the stand-in rests), the signal to the
+    // worker alone: it must stop the Dolphin itself.
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = start_session(dir.path(), "seed = 44\nhuman_wait = 1000000\n", "3");
+    wait_for(HANG, "the walk to wait for the person", || p.log().contains("waiting for you: put your coin on a character (port 1)"), &p);
+    let (pid, folder) = session_dolphin(&p.log());
+    assert!(folder.is_dir(), "{}", p.log());
+    p.signal("INT");
+    assert!(p.wait(HANG).success(), "{}", p.log());
+    let log = p.log();
+    assert!(log.contains("stopped (Ctrl-C): Dolphin is stopped and its user folder removed"), "{log}");
+    assert!(log.contains("the bot won 0 of 0 matches against you"), "{log}");
+    assert!(!folder.exists(), "the user folder {} is removed:\n{log}", folder.display());
+    assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists(), "Dolphin (pid {pid}) is stopped:\n{log}");
+
+    // Then in the middle of a session, the signal to the whole process group, as a
+    // terminal sends it (Dolphin gets it too): the summary counts the matches played.
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = start_session(dir.path(), "seed = 45\nhuman_level = 9\nstocks = 1\n", "1000");
+    wait_for(HANG, "a first match played", || p.log().contains("match   1: "), &p);
+    let (_, folder) = session_dolphin(&p.log());
+    let ok = std::process::Command::new("kill").args(["-INT", "--", &format!("-{}", p.child.id())]).status().unwrap().success();
+    assert!(ok, "kill -INT to the process group");
+    assert!(p.wait(HANG).success(), "{}", p.log());
+    let log = p.log();
+    let played = match_lines(&log).len();
+    assert!(played >= 1 && log.contains(&format!("the bot won 0 of {played} matches against you (you won {played}, 0 even on stocks)")), "{log}");
+    assert!(log.contains("stopped (Ctrl-C)") || log.contains("Dolphin was closed: the session ends"), "{log}");
+    assert!(!folder.exists(), "the user folder {} is removed:\n{log}", folder.display());
 }
