@@ -441,7 +441,8 @@ fn an_interrupt_ends_the_walk_between_two_frames_and_a_launch_leaves_no_folder_b
     let ours = || -> Vec<String> {
         let prefix = format!("{}-", std::process::id());
         let dir = std::env::temp_dir().join("shine-d");
-        std::fs::read_dir(dir).map_or(vec![], |r| r.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.starts_with(&prefix)).collect())
+        std::fs::read_dir(dir)
+            .map_or(vec![], |r| r.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.starts_with(&prefix)).collect())
     };
     let before = ours();
     assert!(matches!(Dolphin::launch(c.cfg), Err(DolphinError::Interrupted)));

@@ -224,7 +224,8 @@ def check_home(home_dir: str) -> None:
     if not os.path.isfile(dolphin_ini(home_dir)):
         raise ConfigError(
             f"--dolphin-home {home_dir!r} has no Config/Dolphin.ini: give Slippi Dolphin's user folder, the one "
-            "holding Config/ (on Linux ~/.config/SlippiOnline for the Slippi Launcher's Dolphin), after Dolphin has run once"
+            "holding Config/ (on Linux ~/.config/SlippiOnline for the Slippi Launcher's Ishiiruka, ~/.config/slippi-dolphin/netplay-beta "
+            "for its mainline build), after Dolphin has run once"
         )
 
 

@@ -43,6 +43,13 @@ fn person_args<'a>(scenario: &'a std::path::Path, rest: &[&'a str]) -> Vec<&'a s
     args
 }
 
+/// A scenario file (the peer's "disc image") with `text`, in `dir`.
+fn scenario_file(dir: &std::path::Path, text: &str) -> std::path::PathBuf {
+    let path = dir.join("melee.scenario");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
 /// The `match` lines of a `play --human-port` output.
 fn match_lines(out: &str) -> Vec<&str> {
     out.lines().filter(|l| l.starts_with("match")).collect()
@@ -131,8 +138,10 @@ fn doctor_checks_an_image_game_id() {
 
 #[test]
 fn doctor_with_a_disc_walks_the_menus_and_prints_what_ram_said_at_each_step() {
-    // The peer stands in for Dolphin; its scenario file starts with a Melee 1.02 disc
-    // header, so the image check passes, and it boots to the title screen.
+    // docs/play-your-bot.md's `shine-worker doctor --iso ~/games/melee.iso`, and the
+    // walk docs/dolphin.md shows. The peer stands in for Dolphin; its scenario file
+    // starts with a Melee 1.02 disc header, so the image check passes, and it boots to
+    // the title screen.
     let dir = tempfile::tempdir().unwrap();
     let iso = dir.path().join("melee.iso");
     std::fs::write(&iso, "GALE01\x00\x02\nseed = 3\nboot_to = title\ncpu_level_start = 4\n").unwrap();
@@ -309,8 +318,7 @@ fn a_marth_model_plays_marth_against_a_person() {
     // in the match, and the peer starts it with the character the coin is on).
     let dir = tempfile::tempdir().unwrap();
     let marth = side_model_file(dir.path(), ActionSet::Fight, Side::Marth, 7);
-    let scenario = dir.path().join("melee.scenario");
-    std::fs::write(&scenario, "seed = 22\nhuman_character = Fox\nhuman_level = 9\nstocks = 1\n").unwrap();
+    let scenario = scenario_file(dir.path(), "seed = 22\nhuman_character = Fox\nhuman_level = 9\nstocks = 1\n");
     let (ok, out, err) = run(&person_args(&scenario, &["--model", &marth, "--human-port", "1", "--episodes", "1"]));
     assert!(ok, "{out}\n{err}");
     assert!(err.contains("(the bot is Marth on port 2)"), "{err}");
@@ -327,11 +335,13 @@ fn a_person_who_presses_the_bots_toggle_and_start_at_once_does_not_get_a_match_c
     // Melee's CPU played the bot's port and the match was counted as the bot's. The
     // stand-in does just that at its first visit; that match is quit and not counted.
     let dir = tempfile::tempdir().unwrap();
-    let scenario = dir.path().join("melee.scenario");
-    std::fs::write(&scenario, "seed = 42\nhuman_mistake = bot_toggle\nhuman_level = 9\nstocks = 1\n").unwrap();
+    let scenario = scenario_file(dir.path(), "seed = 42\nhuman_mistake = bot_toggle\nhuman_level = 9\nstocks = 1\n");
     let (ok, out, err) = play_against_the_stand_in(&scenario, "1", "1");
     assert!(ok, "{out}\n{err}");
-    assert!(err.contains("the bot's port 2 played as Melee's CPU (a hand pressed its HMN/CPU toggle before START): quitting that match; it is not counted"), "{err}");
+    assert!(
+        err.contains("the bot's port 2 played as Melee's CPU (a hand pressed its HMN/CPU toggle before START): quitting that match; it is not counted"),
+        "{err}"
+    );
     // One match played, with the bot's own pipe on its port: the idle bot loses it.
     assert_eq!(match_lines(&out).len(), 1, "{out}");
     assert!(match_lines(&out)[0].contains("you as Luigi: you won: stocks left bot 0, you 1"), "{out}");
@@ -344,8 +354,7 @@ fn an_unplugged_controller_is_said_at_once_and_the_slot_melee_turned_to_cpu_afte
     // for a toggle press the unplugged controller could not make. The stand-in's
     // controller is out for the first 300 frames of character select, then back in.
     let dir = tempfile::tempdir().unwrap();
-    let scenario = dir.path().join("melee.scenario");
-    std::fs::write(&scenario, "seed = 43\nhuman_unplug = 300\nhuman_level = 9\nstocks = 1\n").unwrap();
+    let scenario = scenario_file(dir.path(), "seed = 43\nhuman_unplug = 300\nhuman_level = 9\nstocks = 1\n");
     let (ok, out, err) = play_against_the_stand_in(&scenario, "1", "1");
     assert!(ok, "{out}\n{err}");
     let at = |needle: &str| err.find(needle).unwrap_or_else(|| panic!("the terminal says {needle:?}:\n{err}"));
@@ -360,8 +369,7 @@ fn an_unplugged_controller_is_said_at_once_and_the_slot_melee_turned_to_cpu_afte
 /// terminal's foreground job; its merged output in `log`.
 fn start_session(dir: &std::path::Path, scenario: &str, episodes: &str) -> Proc {
     use std::os::unix::process::CommandExt;
-    let image = dir.join("melee.scenario");
-    std::fs::write(&image, scenario).unwrap();
+    let image = scenario_file(dir, scenario);
     let args = person_args(&image, &["--human-port", "1", "--policy", "idle", "--episodes", episodes]);
     let mut cmd = std::process::Command::new(WORKER);
     cmd.args(&args).process_group(0);
@@ -407,5 +415,58 @@ fn ctrl_c_stops_dolphin_removes_its_folder_and_sums_up_the_matches_played() {
     let played = match_lines(&log).len();
     assert!(played >= 1 && log.contains(&format!("the bot won 0 of {played} matches against you (you won {played}, 0 even on stocks)")), "{log}");
     assert!(log.contains("stopped (Ctrl-C)") || log.contains("Dolphin was closed: the session ends"), "{log}");
+    assert!(!folder.exists(), "the user folder {} is removed:\n{log}", folder.display());
+}
+
+#[test]
+fn the_guides_play_command_plays_a_fight_model_against_the_stand_in_and_says_each_step() {
+    // docs/play-your-bot.md, "Play", as written, with `--dolphin` pointing at the peer
+    // (standing in for mainline Dolphin; its stand-in for you plays Marth):
+    //   shine-worker play --backend dolphin --iso ~/games/melee.iso --model fight.safetensors --human-port 1
+    // The lines the guide quotes, in its order, and the summary.
+    let dir = tempfile::tempdir().unwrap();
+    let model = side_model_file(dir.path(), ActionSet::Fight, Side::Fox, 5);
+    std::fs::rename(&model, dir.path().join("fight.safetensors")).unwrap();
+    let scenario = dir.path().join("melee.iso");
+    std::fs::write(&scenario, "seed = 46\nhuman_character = Marth\nhuman_level = 9\nstocks = 1\n").unwrap();
+    let out = std::process::Command::new(WORKER)
+        .current_dir(dir.path())
+        .args(["play", "--backend", "dolphin", "--iso", scenario.to_str().unwrap(), "--model", "fight.safetensors", "--human-port", "1"])
+        .args(["--dolphin", peer().to_str().unwrap(), "--episodes", "2"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let at = |needle: &str, after: usize| after + stderr[after..].find(needle).unwrap_or_else(|| panic!("{needle:?} after {after} in:\n{stderr}"));
+    let mut i = at("Dolphin is up (pid ", 0);
+    i = at("pick your character with the controller on port 1 (the bot is Fox on port 2), then press START and pick a stage", i);
+    i = at("Ctrl-C here, or Esc in Dolphin's window, ends the session", i);
+    i = at("waiting for you: put your coin on a character (port 1)", i);
+    i = at("waiting for you: press START on port 1 when ready (change character first if you like)", i);
+    at("waiting for you: pick a stage (port 1)", i);
+    let matches = match_lines(&stdout);
+    assert_eq!(matches.len(), 2, "{stdout}");
+    assert!(matches.iter().all(|l| l.contains(": you as Marth: ") && l.contains("stocks left bot ") && l.ends_with(" s")), "{stdout}");
+    assert!(stdout.lines().last().unwrap().starts_with("the bot won ") && stdout.contains(" of 2 matches against you (you won "), "{stdout}");
+}
+
+#[test]
+fn ctrl_c_ends_play_against_the_cpu_in_dolphin_with_the_report_of_the_episodes_played() {
+    // The same for `play --backend dolphin` against Melee's CPU: whenever the signal
+    // lands (Dolphin booting, the menus, a match), the episodes played are reported and
+    // the user folder (`/tmp/shine-d/<pid>-0`) is gone.
+    let dir = tempfile::tempdir().unwrap();
+    let image = scenario_file(dir.path(), "seed = 47\n");
+    let mut cmd = std::process::Command::new(WORKER);
+    cmd.args(person_args(&image, &["--policy", "dodge", "--episodes", "100000"]));
+    let mut p = spawn(&mut cmd, dir.path().join("play.log"));
+    let folder = std::env::temp_dir().join("shine-d").join(format!("{}-0", p.child.id()));
+    wait_for(HANG, "Dolphin's user folder", || folder.is_dir(), &p);
+    p.signal("INT");
+    assert!(p.wait(HANG).success(), "{}", p.log());
+    let log = p.log();
+    let played = log.lines().filter(|l| l.starts_with("episode")).count();
+    assert!(log.contains(&format!("stopped (Ctrl-C) after {played} of 100000 episodes")), "{log}");
+    assert!(log.lines().last().unwrap().starts_with("policy dodge, CPU level 9: full-minute survival"), "{log}");
     assert!(!folder.exists(), "the user folder {} is removed:\n{log}", folder.display());
 }

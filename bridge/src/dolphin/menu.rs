@@ -181,7 +181,9 @@ impl Task {
             Task::PersonUnplugged => "character select: no controller in your port",
             Task::PersonStart => "character select: waiting for you to press START (change character first if you like)",
             Task::PersonStage => "stage select: waiting for you to pick a stage",
-            Task::QuitCpuMatch => "the opponent's port was not played as set up (a person's or an opponent bot's as Melee's CPU): quitting that match (it is not counted)",
+            Task::QuitCpuMatch => {
+                "the opponent's port was not played as set up (a person's or an opponent bot's as Melee's CPU): quitting that match (it is not counted)"
+            }
             Task::QuitBotCpuMatch => "the bot's port played as Melee's CPU (its slot was not HMN): quitting that match (it is not counted)",
         }
     }

@@ -599,9 +599,8 @@ fn start(exe: &Path, dir: &userdir::UserDir, cfg: &DolphinConfig) -> Result<(Run
     let mut pipes = vec![];
     for path in &dir.pipes {
         let left = cfg.boot_timeout.saturating_sub(started.elapsed()).max(Duration::from_secs(1));
-        let pipe = PadPipe::open(path, left, || {
-            early(&mut proc).map_err(|e| PipeError::Io { path: path.clone(), source: std::io::Error::other(e.to_string()) })
-        });
+        let pipe =
+            PadPipe::open(path, left, || early(&mut proc).map_err(|e| PipeError::Io { path: path.clone(), source: std::io::Error::other(e.to_string()) }));
         pipes.push(pipe.map_err(|e| if cfg.interrupt.now() { DolphinError::Interrupted } else { e.into() })?);
     }
     Ok((Running { pipes, ram, watcher, proc }, first_frame))

@@ -5,7 +5,7 @@ use anyhow::{bail, Context};
 use clap::ValueEnum;
 use serde::{Deserialize, Serialize};
 use shine_bridge::dolphin::menu::Opponent;
-use shine_bridge::dolphin::{self, Dolphin, DolphinConfig, Display, Game, HumanPad, Interrupt, Speed};
+use shine_bridge::dolphin::{self, Display, Dolphin, DolphinConfig, Game, HumanPad, Interrupt, Speed};
 use shine_bridge::melee::characters::Character;
 use shine_bridge::MatchSetup;
 use std::path::{Path, PathBuf};

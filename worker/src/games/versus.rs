@@ -20,7 +20,6 @@
 
 use crate::games::backend::DolphinSetup;
 use anyhow::{bail, Context};
-use shine_bridge::dolphin::DolphinError;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use shine_agent::actions::ActionSet;
@@ -28,7 +27,7 @@ use shine_agent::policy::Policy;
 use shine_agent::state::{Observation, StateReader};
 use shine_bridge::dolphin::css::{self, scene};
 use shine_bridge::dolphin::menu::Task;
-use shine_bridge::dolphin::{Dolphin, HumanPad};
+use shine_bridge::dolphin::{Dolphin, DolphinError, HumanPad};
 use shine_bridge::melee::characters::{describe, Character};
 use shine_bridge::{Emulator, MatchSetup, RamView};
 use std::path::Path;

@@ -240,3 +240,19 @@ pub struct EvalArgs {
     #[arg(long, default_value_t = 1_000_000)]
     pub seed: u64,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_model_is_a_file_or_an_http_address() {
+        assert_eq!("bot.safetensors".parse(), Ok(ModelSource::File("bot.safetensors".into())));
+        let url = "http://manager:8080/api/v1/runs/fight/models/latest";
+        assert_eq!(url.parse(), Ok(ModelSource::Url(url.into())));
+        assert_eq!(url.parse::<ModelSource>().unwrap().to_string(), url);
+        assert!("ftp://manager/model".parse::<ModelSource>().unwrap_err().contains("http:// or https://"));
+        assert!("".parse::<ModelSource>().is_err());
+        assert_eq!(format!("model:{url}").parse(), Ok(OpponentArg::Model(ModelSource::Url(url.into()))));
+    }
+}

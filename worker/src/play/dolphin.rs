@@ -107,7 +107,9 @@ pub(super) fn play_dolphin(spec: &PolicySpec, args: &PlayArgs, m: &Matches, labe
     );
     super::print_episodes(args, m, &results);
     match end {
-        Some(End::Interrupted) => eprintln!("stopped (Ctrl-C) after {} of {} episodes: Dolphin is stopped and its user folder removed", results.len(), m.episodes),
+        Some(End::Interrupted) => {
+            eprintln!("stopped (Ctrl-C) after {} of {} episodes: Dolphin is stopped and its user folder removed", results.len(), m.episodes)
+        }
         Some(End::Closed) => eprintln!("Dolphin was closed after {} of {} episodes", results.len(), m.episodes),
         _ => {}
     }

@@ -200,7 +200,14 @@ pub fn play_episode(policy: &mut dyn Policy, set: ActionSet, m: &Matches, seed: 
 
 /// `--opponent` (or `--cpu-level`) made into the matches' opponent: the CPU's level,
 /// or a rival policy, checked against the bot's side and action set.
-fn resolve_opponent(arg: Option<&OpponentArg>, token: Option<&str>, cpu_level: u8, side: Side, task: Task, set: ActionSet) -> anyhow::Result<(u8, Option<Rival>)> {
+fn resolve_opponent(
+    arg: Option<&OpponentArg>,
+    token: Option<&str>,
+    cpu_level: u8,
+    side: Side,
+    task: Task,
+    set: ActionSet,
+) -> anyhow::Result<(u8, Option<Rival>)> {
     let theirs = side.other();
     match arg {
         None => Ok((cpu_level, None)),

@@ -236,10 +236,10 @@ impl Menus {
     pub fn frame(&mut self, pipes: &[Option<Pad>; 4]) {
         let mut pads = *pipes;
         self.css_frames = if matches!(self.screen, Screen::Css) { self.css_frames.saturating_add(1) } else { 0 };
-        for p in 0..4 {
+        for (p, pad) in pads.iter_mut().enumerate() {
             if self.ports[p].plug == Plug::Person {
                 self.plug_in_or_out(p);
-                pads[p] = (!self.ports[p].unplugged).then(|| self.stand_in_pad(p));
+                *pad = (!self.ports[p].unplugged).then(|| self.stand_in_pad(p));
             }
         }
         let pads = &pads;
