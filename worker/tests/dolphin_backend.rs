@@ -50,6 +50,16 @@ fn scenario_file(dir: &std::path::Path, text: &str) -> std::path::PathBuf {
     path
 }
 
+/// One match of `play --human-port 1` with an idle bot against the stand-in playing
+/// by `scenario` (a temporary scenario file): its stdout and stderr, once it succeeded.
+fn one_match_against_the_stand_in(scenario: &str) -> (String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, out, err) = play_against_the_stand_in(&scenario_file(dir.path(), scenario), "1", "1");
+    assert!(ok, "{out}\n{err}");
+    assert_eq!(match_lines(&out).len(), 1, "{out}");
+    (out, err)
+}
+
 /// The `match` lines of a `play --human-port` output.
 fn match_lines(out: &str) -> Vec<&str> {
     out.lines().filter(|l| l.starts_with("match")).collect()
@@ -334,16 +344,12 @@ fn a_person_who_presses_the_bots_toggle_and_start_at_once_does_not_get_a_match_c
     // Issue 46: any hand can press the bot's HMN/CPU toggle; with START right after,
     // Melee's CPU played the bot's port and the match was counted as the bot's. The
     // stand-in does just that at its first visit; that match is quit and not counted.
-    let dir = tempfile::tempdir().unwrap();
-    let scenario = scenario_file(dir.path(), "seed = 42\nhuman_mistake = bot_toggle\nhuman_level = 9\nstocks = 1\n");
-    let (ok, out, err) = play_against_the_stand_in(&scenario, "1", "1");
-    assert!(ok, "{out}\n{err}");
+    let (out, err) = one_match_against_the_stand_in("seed = 42\nhuman_mistake = bot_toggle\nhuman_level = 9\nstocks = 1\n");
     assert!(
         err.contains("the bot's port 2 played as Melee's CPU (a hand pressed its HMN/CPU toggle before START): quitting that match; it is not counted"),
         "{err}"
     );
     // One match played, with the bot's own pipe on its port: the idle bot loses it.
-    assert_eq!(match_lines(&out).len(), 1, "{out}");
     assert!(match_lines(&out)[0].contains("you as Luigi: you won: stocks left bot 0, you 1"), "{out}");
 }
 
@@ -353,16 +359,12 @@ fn an_unplugged_controller_is_said_at_once_and_the_slot_melee_turned_to_cpu_afte
     // turns a human slot into a CPU; the walk waited a minute of still hand, then asked
     // for a toggle press the unplugged controller could not make. The stand-in's
     // controller is out for the first 300 frames of character select, then back in.
-    let dir = tempfile::tempdir().unwrap();
-    let scenario = scenario_file(dir.path(), "seed = 43\nhuman_unplug = 300\nhuman_level = 9\nstocks = 1\n");
-    let (ok, out, err) = play_against_the_stand_in(&scenario, "1", "1");
-    assert!(ok, "{out}\n{err}");
+    let (_, err) = one_match_against_the_stand_in("seed = 43\nhuman_unplug = 300\nhuman_level = 9\nstocks = 1\n");
     let at = |needle: &str| err.find(needle).unwrap_or_else(|| panic!("the terminal says {needle:?}:\n{err}"));
     let unplugged = at("no controller in port 1: plug yours into the GameCube controller adapter's port 1");
     let slot = at("your slot (port 1) is set to CPU (Melee does that when a controller is unplugged");
     assert!(unplugged < slot && slot < at("waiting for you: press START on port 1"), "{err}");
     assert!(!err.contains("no input from port 1 for a minute"), "{err}");
-    assert_eq!(match_lines(&out).len(), 1, "{out}");
 }
 
 /// `play --human-port 1` against the stand-in in a process group of its own, as a
@@ -384,16 +386,23 @@ fn session_dolphin(log: &str) -> (u32, std::path::PathBuf) {
     (pid, folder.into())
 }
 
+/// A session whose walk waits for the person (the stand-in rests at character
+/// select): the worker, and its Dolphin's pid and user folder.
+fn session_waiting_for_the_person(dir: &std::path::Path, seed: u32) -> (Proc, u32, std::path::PathBuf) {
+    let p = start_session(dir, &format!("seed = {seed}\nhuman_wait = 1000000\n"), "3");
+    wait_for(HANG, "the walk to wait for the person", || p.log().contains("waiting for you: put your coin on a character (port 1)"), &p);
+    let (pid, folder) = session_dolphin(&p.log());
+    assert!(folder.is_dir(), "{}", p.log());
+    (p, pid, folder)
+}
+
 #[test]
 fn ctrl_c_stops_dolphin_removes_its_folder_and_sums_up_the_matches_played() {
     // Issue 46: Ctrl-C left Shine's temporary Dolphin home behind and printed nothing.
     // First while the walk waits for the person (the stand-in rests), the signal to the
     // worker alone: it must stop the Dolphin itself.
     let dir = tempfile::tempdir().unwrap();
-    let mut p = start_session(dir.path(), "seed = 44\nhuman_wait = 1000000\n", "3");
-    wait_for(HANG, "the walk to wait for the person", || p.log().contains("waiting for you: put your coin on a character (port 1)"), &p);
-    let (pid, folder) = session_dolphin(&p.log());
-    assert!(folder.is_dir(), "{}", p.log());
+    let (mut p, pid, folder) = session_waiting_for_the_person(dir.path(), 44);
     p.signal("INT");
     assert!(p.wait(HANG).success(), "{}", p.log());
     let log = p.log();
@@ -468,5 +477,20 @@ fn ctrl_c_ends_play_against_the_cpu_in_dolphin_with_the_report_of_the_episodes_p
     let played = log.lines().filter(|l| l.starts_with("episode")).count();
     assert!(log.contains(&format!("stopped (Ctrl-C) after {played} of 100000 episodes")), "{log}");
     assert!(log.lines().last().unwrap().starts_with("policy dodge, CPU level 9: full-minute survival"), "{log}");
+    assert!(!folder.exists(), "the user folder {} is removed:\n{log}", folder.display());
+}
+
+#[test]
+fn dolphin_closed_by_the_person_ends_the_session_with_its_summary() {
+    // Esc in Dolphin's window (or the window closed) ends Dolphin; the session ends
+    // with the summary, not an error, and at once, not after the menus' minute of
+    // waiting for a frame. Here Dolphin (the peer) is ended by SIGTERM while the walk
+    // waits for the person.
+    let dir = tempfile::tempdir().unwrap();
+    let (mut p, pid, folder) = session_waiting_for_the_person(dir.path(), 48);
+    assert!(std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap().success());
+    assert!(p.wait(HANG).success(), "{}", p.log());
+    let log = p.log();
+    assert!(log.contains("Dolphin was closed: the session ends") && log.contains("the bot won 0 of 0 matches against you"), "{log}");
     assert!(!folder.exists(), "the user folder {} is removed:\n{log}", folder.display());
 }

@@ -403,6 +403,12 @@ impl Dolphin {
             if self.cfg.interrupt.now() {
                 return Err(DolphinError::Interrupted);
             }
+            // A Dolphin that exited (closed by the person, or crashed) is said now, not
+            // after the timeout (a minute in the menus); a look every 500 turns of the
+            // loop costs one waitpid a few milliseconds apart.
+            if spins % 500 == 499 {
+                self.check_alive()?;
+            }
             // Spin briefly (an unlimited-speed frame takes well under a millisecond),
             // then back off so a real-time Dolphin does not cost a whole core.
             spins += 1;
