@@ -8,6 +8,7 @@
 //! layout from its point of view (its opponent's 13 floats first, then its own), and
 //! the same task gives it the reward of its side.
 
+use shine_bridge::melee::characters::{self, Character};
 use shine_bridge::MatchSetup;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
@@ -25,6 +26,15 @@ impl Side {
         match self {
             Side::Fox => "fox",
             Side::Marth => "marth",
+        }
+    }
+
+    /// The fighter this side plays, in Melee's id spaces (the simulator's Fox and
+    /// Marth are these; in Dolphin the menus pick it by its icon).
+    pub fn character(self) -> Character {
+        match self {
+            Side::Fox => characters::FOX,
+            Side::Marth => characters::MARTH,
         }
     }
 
@@ -80,5 +90,6 @@ mod tests {
             assert_eq!(s.other().other(), s);
         }
         assert!("falco".parse::<Side>().unwrap_err().contains("fox or marth"));
+        assert_eq!((Side::Fox.character(), Side::Marth.character()), (characters::FOX, characters::MARTH));
     }
 }

@@ -5,7 +5,7 @@
 
 use rand::{Rng, SeedableRng};
 use shine_bridge::dolphin::menu::{MenuGoal, Opponent, Task};
-use shine_bridge::dolphin::{css, Dolphin, DolphinConfig, DolphinError, HumanPad, TickSource};
+use shine_bridge::dolphin::{css, Dolphin, DolphinConfig, DolphinError, HumanPad, Interrupt, TickSource};
 use shine_bridge::melee::characters::{self, Character};
 use shine_bridge::ram::{addr, fighter, pad_block, pad_block_addr, static_block, static_player, SIM_WINDOW};
 use shine_bridge::sim::Sim;
@@ -39,8 +39,9 @@ fn case(name: &str, scenario: &str, setup: MatchSetup) -> Case {
 
 /// Bytes of the simulator's window that the peer may legitimately write differently:
 /// the frame counter (the peer's own, monotonic, like Melee's), the scene bytes (the
-/// peer also sets the major scene), the pad block Melee fills from the controller, and
-/// the characters' ids (the ones chosen on the menus; `fighters` checks them).
+/// peer also sets the major scene), the pad block Melee fills from the controller, the
+/// characters' ids (the ones chosen on the menus; `fighters` checks them) and who plays
+/// each port (the slot types set on the menus, which the navigator checks).
 fn masked(view: RamView, agent_port: usize) -> Vec<u8> {
     let w = SIM_WINDOW;
     let mut out = match view.base() {
@@ -53,7 +54,7 @@ fn masked(view: RamView, agent_port: usize) -> Vec<u8> {
     let ids = (0..4).flat_map(|p| {
         let e = view.u32(static_block(p) + static_player::FIGHTER_PTR).unwrap_or(0);
         let e = (w.start..w.end).contains(&e).then_some((e + fighter::INTERNAL_CHARACTER, 4u32));
-        [Some((static_block(p) + static_player::CHARACTER, 4u32)), e].into_iter().flatten()
+        [Some((static_block(p) + static_player::CHARACTER, 4u32)), Some((static_block(p) + static_player::SLOT_TYPE, 4u32)), e].into_iter().flatten()
     });
     for (a, n) in [(addr::FRAME_COUNTER, 4u32), (addr::SCENE, 4), (pb, 0x38)].into_iter().chain(levels).chain(ids) {
         let o = (a - w.start) as usize;
@@ -382,4 +383,68 @@ fn against_a_person_their_port_is_their_controllers_and_the_bot_plays_whichever_
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(8);
         play_and_compare(&mut d, &mut Sim::new(setup, 13), 200, &mut rng);
     }
+}
+
+/// A config for a person on port 1 against the bot on port 2, with the peer's stand-in
+/// for the person playing by `scenario`.
+fn against_the_stand_in(name: &str, scenario: &str) -> (Case, MatchSetup) {
+    let setup = MatchSetup { agent_port: 1, opponent_port: 0, cpu_level: 5, ..MatchSetup::default() };
+    let mut c = case(name, scenario, setup);
+    c.cfg.human_pad = Some(HumanPad::Adapter);
+    if let shine_bridge::dolphin::Game::Melee(goal) = &mut c.cfg.game {
+        goal.opponent = Opponent::Human;
+    }
+    (c, setup)
+}
+
+#[test]
+fn a_person_who_takes_longer_than_the_whole_walks_frame_limit_is_waited_for() {
+    // Issue 46: the frames that wait for a person do not count against
+    // menu_frame_limit; the stand-in used to rest under the limit, so nothing showed
+    // it. Here it rests 1,200 frames at character select with a limit of 600.
+    let (mut c, setup) = against_the_stand_in("patient", "seed = 14\nhuman_wait = 1200\n");
+    c.cfg.menu_frame_limit = 600;
+    let mut d = Dolphin::launch(c.cfg.clone()).unwrap_or_else(|e| panic!("{e}"));
+    let mut steps = vec![];
+    let frames = d.navigate(MenuGoal { opponent: Opponent::Human, ..MenuGoal::default() }, &mut |t| steps.push(t.task)).unwrap_or_else(|e| panic!("{e}"));
+    assert!(frames > 1200, "{frames} frames: the walk outlasted its limit while it waited");
+    assert!(steps.contains(&Some(Task::PersonCoin)) && steps.last() == Some(&None), "{steps:?}");
+    assert_eq!(fighters(&d, setup), (Some(characters::FOX), Some(characters::LUIGI)));
+}
+
+#[test]
+fn an_interrupt_ends_the_walk_between_two_frames_and_a_launch_leaves_no_folder_behind() {
+    // Ctrl-C in `play --human-port` (issue 46): a walk that waits for a person never
+    // ends by itself, so the interrupt is asked between frames.
+    let (mut c, _) = against_the_stand_in("interrupt", "seed = 15\nhuman_wait = 100000\n");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = stop.clone();
+    c.cfg.interrupt = Interrupt::new(move || flag.load(std::sync::atomic::Ordering::Relaxed));
+    let mut d = Dolphin::launch(c.cfg.clone()).unwrap_or_else(|e| panic!("{e}"));
+    let mut waited = 0;
+    let err = d
+        .navigate(MenuGoal { opponent: Opponent::Human, ..MenuGoal::default() }, &mut |t| {
+            if t.task == Some(Task::PersonCoin) {
+                // The person is being waited for: Ctrl-C now.
+                waited += 1;
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        })
+        .unwrap_err();
+    assert!(matches!(err, DolphinError::Interrupted) && waited == 1, "{err}");
+    assert!(matches!(d.step(&Pad::NEUTRAL), Err(DolphinError::Interrupted)));
+    // Launched while interrupted: no Dolphin, and no folder of ours left (a folder given
+    // in the config is the caller's).
+    let mut c = case("interrupted-launch", "seed = 16\n", MatchSetup::default());
+    c.cfg.user_dir = None;
+    c.cfg.interrupt = Interrupt::new(|| true);
+    let ours = || -> Vec<String> {
+        let prefix = format!("{}-", std::process::id());
+        let dir = std::env::temp_dir().join("shine-d");
+        std::fs::read_dir(dir)
+            .map_or(vec![], |r| r.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.starts_with(&prefix)).collect())
+    };
+    let before = ours();
+    assert!(matches!(Dolphin::launch(c.cfg), Err(DolphinError::Interrupted)));
+    assert_eq!(ours(), before, "the interrupted launch's folder is removed");
 }

@@ -27,14 +27,15 @@ exit codes: 0 done, 1 failure while running (Dolphin, the game), 2 bad input
 
 PLAY_HELP = """\
 Start Slippi Dolphin with the Melee image, let the bot pick the model's fighter (Fox
-or Marth, the model file's side) on --port through the character and stage menus
-(libmelee's MenuHelper), and press the model's macro-actions, frame by frame, in
+or Marth, the model file's side) on --port through the character menu (libmelee's
+MenuHelper), and press the model's macro-actions, frame by frame, in
 every game until Dolphin closes or Ctrl-C. The bot takes over once its fighter is
 past the entry animation, as in Shine's own Dolphin backend; until then it holds
 its pad neutral.
 
-You play on --opponent-port with your own controller: pick your character and
-start the match (--autostart starts it once everyone is ready). Dolphin runs with
+You play on --opponent-port with your own controller: pick your character, press
+START and pick the stage (--autostart has the bot start the match once everyone is
+ready, on --stage). Dolphin runs with
 a temporary user folder: an empty one, or with --dolphin-home a copy of yours (your
 folder itself is not changed). Your port is set up there for:
   --human-controller adapter  Nintendo's GameCube controller adapter (Dolphin.ini
@@ -105,8 +106,14 @@ def parser() -> argparse.ArgumentParser:
     play.add_argument(
         "--opponent-port", type=_port, default=1, metavar="M", help="your controller port (the bot's opponent), 1-4 (default 1)"
     )
-    play.add_argument("--stage", choices=STAGES, default="FINAL_DESTINATION", help="the stage the bot picks if it gets to (default FINAL_DESTINATION)")
-    play.add_argument("--autostart", action="store_true", help="start the match once everyone is ready (for bot-only setups)")
+    play.add_argument(
+        "--stage",
+        choices=STAGES,
+        help="with --autostart, the stage the bot picks (default FINAL_DESTINATION); without it you pick the stage",
+    )
+    play.add_argument(
+        "--autostart", action="store_true", help="the bot starts the match once everyone is ready and picks --stage (for bot-only setups)"
+    )
     play.add_argument(
         "--dolphin-home",
         metavar="DIR",
@@ -208,6 +215,10 @@ def main(argv: Optional[List[str]] = None) -> int:
 
             if args.port == args.opponent_port:
                 raise UsageError(f"--port and --opponent-port are both {args.port}: the bot and its opponent need different ports")
+            if args.stage is not None and not args.autostart:
+                # libmelee's MenuHelper picks a stage only for the controller that starts
+                # the match; without --autostart that is you.
+                raise UsageError(f"--stage {args.stage} needs --autostart: without it you press START and pick the stage yourself")
             _need_file(args.model, "model file")
             _need_file(args.dolphin, "Dolphin path")
             _need_file(args.iso, "Melee image (--iso)")
@@ -222,7 +233,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                     args.iso,
                     args.port,
                     args.opponent_port,
-                    args.stage,
+                    args.stage or "FINAL_DESTINATION",
                     args.autostart,
                     human=human,
                     dolphin_home=args.dolphin_home,

@@ -193,13 +193,22 @@ def configure_port(home_dir: str, port: int, controller: HumanController) -> Non
         _write(pads, gcpad_ini(home_dir))
 
 
+#: What both Slippi Dolphins put on a port whose ``SIDevice`` key is missing: the
+#: GameCube controller adapter, on every port (Ishiiruka's ``ConfigManager.cpp``
+#: reads ``SIDevice%i`` with the default ``SIDEVICE_WIIU_ADAPTER``; the mainline Slippi
+#: Dolphin's ``Config/MainSettings.cpp`` declares ``SIDevice0`` to ``SIDevice3`` with
+#: it). Mainline Dolphin's default, a standard controller on port 1 and nothing on the
+#: others, is not theirs.
+SLIPPI_DEFAULT_SI = SI_WIIU_ADAPTER
+
+
 def si_device(home_dir: str, port: int) -> int:
-    """The device type Dolphin puts on game port ``port`` with this user folder: its
-    ``SIDevice<port-1>``, or Dolphin's default where the key is missing (a standard
-    controller on port 1, nothing on the others)."""
+    """The device type Slippi Dolphin puts on game port ``port`` with this user folder:
+    its ``SIDevice<port-1>``, or Slippi's default where the key is missing
+    (:data:`SLIPPI_DEFAULT_SI`, the adapter)."""
     v = _get(_read(dolphin_ini(home_dir)), "Core", si_key(port))
     if v is None:
-        return SI_GC_CONTROLLER if port == 1 else SI_NONE
+        return SLIPPI_DEFAULT_SI
     try:
         return int(v)
     except ValueError:
@@ -215,7 +224,8 @@ def check_home(home_dir: str) -> None:
     if not os.path.isfile(dolphin_ini(home_dir)):
         raise ConfigError(
             f"--dolphin-home {home_dir!r} has no Config/Dolphin.ini: give Slippi Dolphin's user folder, the one "
-            "holding Config/ (on Linux ~/.config/SlippiOnline for the Slippi Launcher's Dolphin), after Dolphin has run once"
+            "holding Config/ (on Linux ~/.config/SlippiOnline for the Slippi Launcher's Ishiiruka, ~/.config/slippi-dolphin/netplay-beta "
+            "for its mainline build), after Dolphin has run once"
         )
 
 

@@ -193,12 +193,17 @@ class HomePortTest(unittest.TestCase):
             for words in ("nothing plugged into port 2 (SIDevice1 = 0)", "--opponent-port", "--human-controller adapter", "--human-profile"):
                 self.assertIn(words, msg)
 
-    def test_missing_keys_are_dolphins_defaults(self):
-        # Dolphin: a standard controller on port 1, nothing on the others.
+    def test_missing_keys_are_slippi_dolphins_defaults(self):
+        # Issue 46: both Slippi Dolphins put the adapter on every port without a key
+        # (mainline Dolphin: a standard controller on port 1, nothing on the others,
+        # which refused ports 2-4 of a home that never set them).
         with tempfile.TemporaryDirectory() as d:
             write_home(d, "[Core]\nCPUCore = 1\n", None)
-            self.assertEqual([home_mod.si_device(d, p) for p in (1, 2, 3, 4)], [6, 0, 0, 0])
-            self.assertIn("no Device in GCPadNew.ini", home_mod.home_port(d, 1))
+            self.assertEqual([home_mod.si_device(d, p) for p in (1, 2, 3, 4)], [12, 12, 12, 12])
+            for p in (1, 2, 3, 4):
+                self.assertIn(f"the GameCube controller adapter (port {p} of the adapter)", home_mod.home_port(d, p))
+            # A key that is there still wins.
+            write_home(d, "[Core]\nsidevice3 = 0\n", None)
             with self.assertRaisesRegex(home_mod.ConfigError, "nothing plugged into port 4"):
                 home_mod.home_port(d, 4)
 

@@ -379,6 +379,9 @@ class PlayArgumentsTest(unittest.TestCase):
                 (ok + ["--port", "0"], "not a controller port"),
                 (ok + ["--opponent-port", "5"], "not a controller port"),
                 (ok + ["--port", "two"], "not a number"),
+                # Issue 46: libmelee picks a stage only for the controller that starts
+                # the match, so --stage alone did nothing.
+                (ok + ["--stage", "BATTLEFIELD"], "--stage BATTLEFIELD needs --autostart"),
                 (["play", "--model", model], "required"),
             ]
             for argv, pattern in cases:
@@ -416,6 +419,10 @@ class PlayArgumentsTest(unittest.TestCase):
             rc, err = self.run_cli(*ok, "--dolphin-home", home, "--opponent-port", "3")
             self.assertEqual(rc, 2, err)
             self.assertIn("as Slippi Dolphin", err)
+            # --stage with --autostart gets past the checks (to libmelee, as above).
+            rc, err = self.run_cli(*ok, "--stage", "BATTLEFIELD", "--autostart")
+            self.assertEqual(rc, 2, err)
+            self.assertIn("as Slippi Dolphin", err)
             # A folder that holds no Slippi Dolphin: libmelee refuses it, exit 2.
             rc, err = self.run_cli(*ok)
             self.assertEqual(rc, 2, err)
@@ -451,6 +458,59 @@ class PlayArgumentsTest(unittest.TestCase):
             self.assertEqual(cm.exception.code, 0)
             for word in words:
                 self.assertIn(word, out.getvalue())
+
+
+@unittest.skipUnless(__import__("platform").system() == "Linux", "the stand-in Dolphin answers libmelee's Linux version check")
+class GuideCommandTest(unittest.TestCase):
+    """docs/play-your-bot.md, "In Slippi Dolphin": its command line as written, run
+    through the CLI with libmelee's real ``Console`` and ``Controller`` on a stand-in
+    Slippi Dolphin in a folder named as the Slippi Launcher's; where Dolphin would
+    start, the config files libmelee and shine-bot left for it are checked instead."""
+
+    def test_the_guides_command_sets_up_the_bot_on_port_2_and_you_on_the_adapters_port_1(self):
+        import stat
+
+        with tempfile.TemporaryDirectory() as d:
+            # python -m shine_bot play --model ~/fight.safetensors --dolphin "$HOME/.config/Slippi Launcher/netplay" --iso ~/games/melee.iso
+            netplay = os.path.join(d, ".config", "Slippi Launcher", "netplay")
+            os.makedirs(netplay)
+            exe = os.path.join(netplay, "Slippi_Online-x86_64.AppImage")
+            with open(exe, "w") as f:
+                f.write("#!/bin/sh\necho 'Faster Melee - Slippi (3.4.0)'\nexit 255\n")
+            os.chmod(exe, os.stat(exe).st_mode | stat.S_IXUSR)
+            model = os.path.join(d, "fight.safetensors")
+            meta, w = support.make_model("fight", 23)
+            with open(model, "wb") as f:
+                f.write(model_mod.save_bytes(meta, w))
+            os.makedirs(os.path.join(d, "games"))
+            iso = os.path.join(d, "games", "melee.iso")
+            open(iso, "wb").close()
+            seen = {}
+
+            def run(net, dolphin, iso_path, port, opponent_port, stage, autostart, human=None, dolphin_home=None):
+                console, _, you = play.prepare(dolphin, port, opponent_port, human, dolphin_home)
+                try:
+                    home = console.dolphin_home_path
+                    seen.update(port=port, opponent_port=opponent_port, stage=stage, autostart=autostart, you=you)
+                    for name in ("Dolphin.ini", "GCPadNew.ini"):
+                        with open(os.path.join(home, "Config", name)) as f:
+                            seen[name] = {k.lower(): v for k, v in (line.split(" = ", 1) for line in f.read().splitlines() if " = " in line)}
+                    seen["pipe"] = stat.S_ISFIFO(os.stat(os.path.join(home, "Pipes", f"slippibot{port}")).st_mode)
+                finally:
+                    play.discard(console)
+                return 0
+
+            with mock.patch.object(play, "run", run):
+                rc = cli.main(["play", "--model", model, "--dolphin", netplay, "--iso", iso])
+        self.assertEqual(rc, 0)
+        self.assertEqual((seen["port"], seen["opponent_port"], seen["stage"], seen["autostart"]), (2, 1, "FINAL_DESTINATION", False))
+        # You: the adapter on port 1 (SIDevice0 = 12), nothing to map; the bot: a
+        # standard controller on port 2 mapped to its pipe.
+        self.assertEqual(seen["Dolphin.ini"]["sidevice0"], "12")
+        self.assertEqual(seen["Dolphin.ini"]["sidevice1"], "6")
+        self.assertEqual(seen["GCPadNew.ini"]["device"], "Pipe/0/slippibot2")
+        self.assertTrue(seen["pipe"])
+        self.assertIn("GameCube controller adapter (plug into its port 1)", seen["you"])
 
 
 if __name__ == "__main__":

@@ -210,9 +210,13 @@ impl Client {
         Ok(())
     }
 
-    /// A file the manager names by its path (a league match's model `url`).
+    /// A file the manager names by its path (a league match's model `url`). Without a
+    /// token (empty), no `Authorization` header: a manager's reads are public unless it
+    /// says otherwise.
     pub async fn file(&self, path: &str) -> Result<Vec<u8>, ApiError> {
-        let resp = self.send("a model download", self.http.get(self.url(path)).bearer_auth(&self.token)).await?;
+        let req = self.http.get(self.url(path));
+        let req = if self.token.is_empty() { req } else { req.bearer_auth(&self.token) };
+        let resp = self.send("a model download", req).await?;
         Ok(resp.bytes().await.map_err(|source| ApiError::Network { url: self.base.to_string(), source })?.to_vec())
     }
 
@@ -235,4 +239,21 @@ impl Client {
         let bytes = resp.bytes().await.map_err(|source| ApiError::Network { url: self.base.to_string(), source })?.to_vec();
         Ok(ModelFetch::Model { bytes, etag, version })
     }
+}
+
+/// The file at `url`, a whole http(s) address (`play --model http://manager:8080/api/v1/models/latest`),
+/// with `token` if given, as [`Client::file`] fetches it; on a runtime of its own, for
+/// the commands that have none (`play`, `eval`).
+pub fn download(url: &str, token: Option<&str>) -> anyhow::Result<Vec<u8>> {
+    let parsed = reqwest::Url::parse(url).map_err(|e| anyhow::anyhow!("{url:?} is not an address ({e})"))?;
+    let path = match parsed.query() {
+        Some(q) => format!("{}?{q}", parsed.path()),
+        None => parsed.path().to_string(),
+    };
+    let client = Client::new(&parsed.origin().ascii_serialization(), token.unwrap_or(""))?;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    rt.block_on(client.file(&path)).map_err(|e| match e.status() {
+        Some(401) => anyhow::Error::new(e).context("the manager keeps its reads private (public_reads = false): pass its token with --token or SHINE_TOKEN"),
+        _ => e.into(),
+    })
 }

@@ -31,22 +31,38 @@ fn on_sim_and_through_the_peer(common: &[&str], scenario: &std::path::Path) -> (
 /// `play --human-port` against the peer's stand-in for a person, with `scenario` as the
 /// image and an idle bot, for `matches` matches: success, stdout, stderr.
 fn play_against_the_stand_in(scenario: &std::path::Path, human_port: &str, matches: &str) -> (bool, String, String) {
-    let peer = peer();
-    run(&[
-        "play",
-        "--backend",
-        "dolphin",
-        "--dolphin",
-        peer.to_str().unwrap(),
-        "--iso",
-        scenario.to_str().unwrap(),
-        "--human-port",
-        human_port,
-        "--policy",
-        "idle",
-        "--episodes",
-        matches,
-    ])
+    run(&person_args(scenario, &["--human-port", human_port, "--policy", "idle", "--episodes", matches]))
+}
+
+/// `play --backend dolphin` with the peer as Dolphin and `scenario` as the image, then
+/// `rest`.
+fn person_args<'a>(scenario: &'a std::path::Path, rest: &[&'a str]) -> Vec<&'a str> {
+    let peer: &'static str = Box::leak(peer().to_str().unwrap().to_string().into_boxed_str());
+    let mut args = vec!["play", "--backend", "dolphin", "--dolphin", peer, "--iso", scenario.to_str().unwrap()];
+    args.extend(rest);
+    args
+}
+
+/// A scenario file (the peer's "disc image") with `text`, in `dir`.
+fn scenario_file(dir: &std::path::Path, text: &str) -> std::path::PathBuf {
+    let path = dir.join("melee.scenario");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// One match of `play --human-port 1` with an idle bot against the stand-in playing
+/// by `scenario` (a temporary scenario file): its stdout and stderr, once it succeeded.
+fn one_match_against_the_stand_in(scenario: &str) -> (String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, out, err) = play_against_the_stand_in(&scenario_file(dir.path(), scenario), "1", "1");
+    assert!(ok, "{out}\n{err}");
+    assert_eq!(match_lines(&out).len(), 1, "{out}");
+    (out, err)
+}
+
+/// The `match` lines of a `play --human-port` output.
+fn match_lines(out: &str) -> Vec<&str> {
+    out.lines().filter(|l| l.starts_with("match")).collect()
 }
 
 /// The per-episode lines of a `play` output.
@@ -132,8 +148,10 @@ fn doctor_checks_an_image_game_id() {
 
 #[test]
 fn doctor_with_a_disc_walks_the_menus_and_prints_what_ram_said_at_each_step() {
-    // The peer stands in for Dolphin; its scenario file starts with a Melee 1.02 disc
-    // header, so the image check passes, and it boots to the title screen.
+    // docs/play-your-bot.md's `shine-worker doctor --iso ~/games/melee.iso`, and the
+    // walk docs/dolphin.md shows. The peer stands in for Dolphin; its scenario file
+    // starts with a Melee 1.02 disc header, so the image check passes, and it boots to
+    // the title screen.
     let dir = tempfile::tempdir().unwrap();
     let iso = dir.path().join("melee.iso");
     std::fs::write(&iso, "GALE01\x00\x02\nseed = 3\nboot_to = title\ncpu_level_start = 4\n").unwrap();
@@ -230,7 +248,7 @@ fn play_against_a_person_plays_whole_matches_with_the_bot_on_either_port() {
         assert_eq!(matches.len(), 2, "two whole matches, one after the other:\n{out}");
         // An idle bot loses its one stock to a level-9 CPU: the person's side won.
         assert!(matches.iter().all(|l| l.contains("you won: stocks left bot 0, you 1")), "{out}");
-        assert!(out.contains("the bot won 0 of 2 matches against you"), "{out}");
+        assert!(out.contains("the bot won 0 of 2 matches against you (you won 2, 0 even on stocks)"), "{out}");
     }
     // What a person gets wrong is said before Dolphin starts.
     let (ok, _, err) = run(&["play", "--human-port", "1", "--policy", "idle"]);
@@ -284,7 +302,7 @@ fn against_a_person_the_state_is_the_bots_point_of_view_whichever_port_it_has() 
     let dolphin = shine_worker::games::backend::DolphinSetup::check(Some(&scenario), Some(&peer)).unwrap();
     for (bot, person) in [(0usize, 1usize), (1, 0)] {
         let setup = MatchSetup { agent_port: bot, opponent_port: person, cpu_level: 6, ..MatchSetup::default() };
-        let mut emu = dolphin.launch_against_person(setup, shine_bridge::dolphin::HumanPad::Adapter).unwrap();
+        let mut emu = dolphin.launch_against_person(setup, shine_bridge::dolphin::HumanPad::Adapter, shine_bridge::melee::characters::FOX).unwrap();
         emu.reset(setup, 0).unwrap();
         // The same match on the simulator, read by the same reader: equal states, frame
         // by frame, with the bot's 13 floats second and its opponent's first.
@@ -301,4 +319,178 @@ fn against_a_person_the_state_is_the_bots_point_of_view_whichever_port_it_has() 
             assert_eq!(got.state[13], (me.x().unwrap() + 250.0) / 500.0, "the bot's x is float 13, its opponent's float 0");
         }
     }
+}
+
+#[test]
+fn a_marth_model_plays_marth_against_a_person() {
+    // Issue 46: the person path returned before the side check, so a Marth model put
+    // its coin on Fox. Now its coin goes on Marth (the navigator checks the fighter
+    // in the match, and the peer starts it with the character the coin is on).
+    let dir = tempfile::tempdir().unwrap();
+    let marth = side_model_file(dir.path(), ActionSet::Fight, Side::Marth, 7);
+    let scenario = scenario_file(dir.path(), "seed = 22\nhuman_character = Fox\nhuman_level = 9\nstocks = 1\n");
+    let (ok, out, err) = run(&person_args(&scenario, &["--model", &marth, "--human-port", "1", "--episodes", "1"]));
+    assert!(ok, "{out}\n{err}");
+    assert!(err.contains("(the bot is Marth on port 2)"), "{err}");
+    assert_eq!(match_lines(&out).len(), 1, "{out}");
+    assert!(match_lines(&out)[0].contains("you as Fox"), "{out}");
+    // A side the model was not trained for is refused, naming its side, before Dolphin starts.
+    let (ok, _, err) = run(&person_args(&scenario, &["--model", &marth, "--human-port", "1", "--side", "fox"]));
+    assert!(!ok && err.contains("the model plays marth (its file says so); it cannot play --side fox"), "{err}");
+}
+
+#[test]
+fn a_person_who_presses_the_bots_toggle_and_start_at_once_does_not_get_a_match_counted_for_the_bot() {
+    // Issue 46: any hand can press the bot's HMN/CPU toggle; with START right after,
+    // Melee's CPU played the bot's port and the match was counted as the bot's. The
+    // stand-in does just that at its first visit; that match is quit and not counted.
+    let (out, err) = one_match_against_the_stand_in("seed = 42\nhuman_mistake = bot_toggle\nhuman_level = 9\nstocks = 1\n");
+    assert!(
+        err.contains("the bot's port 2 played as Melee's CPU (a hand pressed its HMN/CPU toggle before START): quitting that match; it is not counted"),
+        "{err}"
+    );
+    // One match played, with the bot's own pipe on its port: the idle bot loses it.
+    assert!(match_lines(&out)[0].contains("you as Luigi: you won: stocks left bot 0, you 1"), "{out}");
+}
+
+#[test]
+fn an_unplugged_controller_is_said_at_once_and_the_slot_melee_turned_to_cpu_after_it() {
+    // Issue 46: Melee shows a port with no controller at once (the hand's state 3) and
+    // turns a human slot into a CPU; the walk waited a minute of still hand, then asked
+    // for a toggle press the unplugged controller could not make. The stand-in's
+    // controller is out for the first 300 frames of character select, then back in.
+    let (_, err) = one_match_against_the_stand_in("seed = 43\nhuman_unplug = 300\nhuman_level = 9\nstocks = 1\n");
+    let at = |needle: &str| err.find(needle).unwrap_or_else(|| panic!("the terminal says {needle:?}:\n{err}"));
+    let unplugged = at("no controller in port 1: plug yours into the GameCube controller adapter's port 1");
+    let slot = at("your slot (port 1) is set to CPU (Melee does that when a controller is unplugged");
+    assert!(unplugged < slot && slot < at("waiting for you: press START on port 1"), "{err}");
+    assert!(!err.contains("no input from port 1 for a minute"), "{err}");
+}
+
+/// `play --human-port 1` against the stand-in in a process group of its own, as a
+/// terminal's foreground job; its merged output in `log`.
+fn start_session(dir: &std::path::Path, scenario: &str, episodes: &str) -> Proc {
+    use std::os::unix::process::CommandExt;
+    let image = scenario_file(dir, scenario);
+    let args = person_args(&image, &["--human-port", "1", "--policy", "idle", "--episodes", episodes]);
+    let mut cmd = std::process::Command::new(WORKER);
+    cmd.args(&args).process_group(0);
+    spawn(&mut cmd, dir.join("session.log"))
+}
+
+/// The Dolphin of a session, as its first line says: its pid and its user folder.
+fn session_dolphin(log: &str) -> (u32, std::path::PathBuf) {
+    let line = log.lines().find(|l| l.starts_with("Dolphin is up (pid ")).unwrap_or_else(|| panic!("{log}"));
+    let pid = line["Dolphin is up (pid ".len()..].split(',').next().unwrap().parse().unwrap();
+    let folder = line.split("user folder ").nth(1).unwrap().split("):").next().unwrap();
+    (pid, folder.into())
+}
+
+/// A session whose walk waits for the person (the stand-in rests at character
+/// select): the worker, and its Dolphin's pid and user folder.
+fn session_waiting_for_the_person(dir: &std::path::Path, seed: u32) -> (Proc, u32, std::path::PathBuf) {
+    let p = start_session(dir, &format!("seed = {seed}\nhuman_wait = 1000000\n"), "3");
+    wait_for(HANG, "the walk to wait for the person", || p.log().contains("waiting for you: put your coin on a character (port 1)"), &p);
+    let (pid, folder) = session_dolphin(&p.log());
+    assert!(folder.is_dir(), "{}", p.log());
+    (p, pid, folder)
+}
+
+#[test]
+fn ctrl_c_stops_dolphin_removes_its_folder_and_sums_up_the_matches_played() {
+    // Issue 46: Ctrl-C left Shine's temporary Dolphin home behind and printed nothing.
+    // First while the walk waits for the person (the stand-in rests), the signal to the
+    // worker alone: it must stop the Dolphin itself.
+    let dir = tempfile::tempdir().unwrap();
+    let (mut p, pid, folder) = session_waiting_for_the_person(dir.path(), 44);
+    p.signal("INT");
+    assert!(p.wait(HANG).success(), "{}", p.log());
+    let log = p.log();
+    assert!(log.contains("stopped (Ctrl-C): Dolphin is stopped and its user folder removed"), "{log}");
+    assert!(log.contains("the bot won 0 of 0 matches against you"), "{log}");
+    assert!(!folder.exists(), "the user folder {} is removed:\n{log}", folder.display());
+    assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists(), "Dolphin (pid {pid}) is stopped:\n{log}");
+
+    // Then in the middle of a session, the signal to the whole process group, as a
+    // terminal sends it (Dolphin gets it too): the summary counts the matches played.
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = start_session(dir.path(), "seed = 45\nhuman_level = 9\nstocks = 1\n", "1000");
+    wait_for(HANG, "a first match played", || p.log().contains("match   1: "), &p);
+    let (_, folder) = session_dolphin(&p.log());
+    let ok = std::process::Command::new("kill").args(["-INT", "--", &format!("-{}", p.child.id())]).status().unwrap().success();
+    assert!(ok, "kill -INT to the process group");
+    assert!(p.wait(HANG).success(), "{}", p.log());
+    let log = p.log();
+    let played = match_lines(&log).len();
+    assert!(played >= 1 && log.contains(&format!("the bot won 0 of {played} matches against you (you won {played}, 0 even on stocks)")), "{log}");
+    assert!(log.contains("stopped (Ctrl-C)") || log.contains("Dolphin was closed: the session ends"), "{log}");
+    assert!(!folder.exists(), "the user folder {} is removed:\n{log}", folder.display());
+}
+
+#[test]
+fn the_guides_play_command_plays_a_fight_model_against_the_stand_in_and_says_each_step() {
+    // docs/play-your-bot.md, "Play", as written, with `--dolphin` pointing at the peer
+    // (standing in for mainline Dolphin; its stand-in for you plays Marth):
+    //   shine-worker play --backend dolphin --iso ~/games/melee.iso --model fight.safetensors --human-port 1
+    // The lines the guide quotes, in its order, and the summary.
+    let dir = tempfile::tempdir().unwrap();
+    let model = side_model_file(dir.path(), ActionSet::Fight, Side::Fox, 5);
+    std::fs::rename(&model, dir.path().join("fight.safetensors")).unwrap();
+    let scenario = dir.path().join("melee.iso");
+    std::fs::write(&scenario, "seed = 46\nhuman_character = Marth\nhuman_level = 9\nstocks = 1\n").unwrap();
+    let out = std::process::Command::new(WORKER)
+        .current_dir(dir.path())
+        .args(["play", "--backend", "dolphin", "--iso", scenario.to_str().unwrap(), "--model", "fight.safetensors", "--human-port", "1"])
+        .args(["--dolphin", peer().to_str().unwrap(), "--episodes", "2"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let at = |needle: &str, after: usize| after + stderr[after..].find(needle).unwrap_or_else(|| panic!("{needle:?} after {after} in:\n{stderr}"));
+    let mut i = at("Dolphin is up (pid ", 0);
+    i = at("pick your character with the controller on port 1 (the bot is Fox on port 2), then press START and pick a stage", i);
+    i = at("Ctrl-C here, or Esc in Dolphin's window, ends the session", i);
+    i = at("waiting for you: put your coin on a character (port 1)", i);
+    i = at("waiting for you: press START on port 1 when ready (change character first if you like)", i);
+    at("waiting for you: pick a stage (port 1)", i);
+    let matches = match_lines(&stdout);
+    assert_eq!(matches.len(), 2, "{stdout}");
+    assert!(matches.iter().all(|l| l.contains(": you as Marth: ") && l.contains("stocks left bot ") && l.ends_with(" s")), "{stdout}");
+    assert!(stdout.lines().last().unwrap().starts_with("the bot won ") && stdout.contains(" of 2 matches against you (you won "), "{stdout}");
+}
+
+#[test]
+fn ctrl_c_ends_play_against_the_cpu_in_dolphin_with_the_report_of_the_episodes_played() {
+    // The same for `play --backend dolphin` against Melee's CPU: whenever the signal
+    // lands (Dolphin booting, the menus, a match), the episodes played are reported and
+    // the user folder (`/tmp/shine-d/<pid>-0`) is gone.
+    let dir = tempfile::tempdir().unwrap();
+    let image = scenario_file(dir.path(), "seed = 47\n");
+    let mut cmd = std::process::Command::new(WORKER);
+    cmd.args(person_args(&image, &["--policy", "dodge", "--episodes", "100000"]));
+    let mut p = spawn(&mut cmd, dir.path().join("play.log"));
+    let folder = std::env::temp_dir().join("shine-d").join(format!("{}-0", p.child.id()));
+    wait_for(HANG, "Dolphin's user folder", || folder.is_dir(), &p);
+    p.signal("INT");
+    assert!(p.wait(HANG).success(), "{}", p.log());
+    let log = p.log();
+    let played = log.lines().filter(|l| l.starts_with("episode")).count();
+    assert!(log.contains(&format!("stopped (Ctrl-C) after {played} of 100000 episodes")), "{log}");
+    assert!(log.lines().last().unwrap().starts_with("policy dodge, CPU level 9: full-minute survival"), "{log}");
+    assert!(!folder.exists(), "the user folder {} is removed:\n{log}", folder.display());
+}
+
+#[test]
+fn dolphin_closed_by_the_person_ends_the_session_with_its_summary() {
+    // Esc in Dolphin's window (or the window closed) ends Dolphin; the session ends
+    // with the summary, not an error, and at once, not after the menus' minute of
+    // waiting for a frame. Here Dolphin (the peer) is ended by SIGTERM while the walk
+    // waits for the person.
+    let dir = tempfile::tempdir().unwrap();
+    let (mut p, pid, folder) = session_waiting_for_the_person(dir.path(), 48);
+    assert!(std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap().success());
+    assert!(p.wait(HANG).success(), "{}", p.log());
+    let log = p.log();
+    assert!(log.contains("Dolphin was closed: the session ends") && log.contains("the bot won 0 of 0 matches against you"), "{log}");
+    assert!(!folder.exists(), "the user folder {} is removed:\n{log}", folder.display());
 }

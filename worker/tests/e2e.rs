@@ -206,3 +206,57 @@ fn a_refused_token_stops_the_worker_and_keeps_its_spool() {
     let spooled = std::fs::read_dir(dir.path().join("spool")).unwrap().filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "shxp")).count();
     assert!(spooled > 0, "the refused gameplay stays spooled for the next start; log:\n{log}");
 }
+
+#[test]
+fn play_and_eval_take_their_model_from_a_managers_address() {
+    // Issue 46: a player's model, fetched by the worker from a manager (docs/play-your-bot.md).
+    // The manager keeps its reads private here, so the token matters too. A fresh run
+    // publishes version 1 (random weights) at once: no training is needed for this.
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let private = |text: String| text.replacen("[server]\n", "[server]\npublic_reads = false\n", 1);
+    let manager = start_manager_edited(dir.path(), port, 1, "burn_in = 1000\nsamples_per_insert = 0.0", &private);
+    wait_for(HANG, "a published model", || metric(port, "shine_model_version").unwrap_or(0.0) >= 1.0, &manager);
+    // One version, by its address and as a file downloaded by hand: the same weights,
+    // the same evaluation.
+    let version = metric(port, "shine_model_version").unwrap() as u64;
+    let url = format!("http://127.0.0.1:{port}/api/v1/models/{version}");
+    let file = dir.path().join("bot.safetensors");
+    std::fs::write(&file, get_body(port, &format!("/api/v1/models/{version}")).unwrap()).unwrap();
+    let eval = |model: &str, token: Option<&str>| {
+        let mut args = vec!["eval", "--model", model, "--episodes", "3"];
+        args.extend(token.map(|t| ["--token", t]).into_iter().flatten());
+        run_worker(&args)
+    };
+    let (ok, by_url, err) = eval(&url, Some(TOKEN));
+    assert!(ok, "{err}");
+    let (ok, by_file, err) = eval(file.to_str().unwrap(), None);
+    assert!(ok, "{err}");
+    assert_eq!(by_url, by_file, "the address and the file are the same model");
+    assert!(by_url.starts_with(&format!("model v{version}, ")), "{by_url}");
+    // Without the token this manager says no, and the error says what to pass.
+    let (ok, _, err) = eval(&url, None);
+    assert!(!ok && err.contains(&format!("downloading the model from {url}")) && err.contains("pass its token with --token or SHINE_TOKEN"), "{err}");
+    // A version it does not have: what the manager answered.
+    let (ok, _, err) = eval(&format!("http://127.0.0.1:{port}/api/v1/models/999999"), Some(TOKEN));
+    assert!(!ok && err.contains("404"), "{err}");
+    // docs/play-your-bot.md's command with the model's address: the run's latest model
+    // against a person (`shine-dolphin-peer` stands in for Dolphin, its stand-in for the
+    // person), the token from SHINE_TOKEN.
+    let scenario = dir.path().join("melee.scenario");
+    std::fs::write(&scenario, "seed = 46\nhuman_level = 9\nstocks = 1\n").unwrap();
+    let latest = format!("http://127.0.0.1:{port}/api/v1/runs/default/models/latest");
+    let peer = peer();
+    let out = std::process::Command::new(WORKER)
+        .args(["play", "--backend", "dolphin", "--iso", scenario.to_str().unwrap(), "--model", &latest, "--human-port", "1", "--episodes", "1"])
+        .args(["--dolphin", peer.to_str().unwrap()])
+        .env("SHINE_TOKEN", TOKEN)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("(the bot is Fox on port 2)") && stdout.contains("match   1: you as Luigi: ") && stdout.contains(" of 1 matches against you"),
+        "{stdout}\n{stderr}"
+    );
+}

@@ -27,6 +27,8 @@ fn spread(line: &str, key: &str) -> f64 {
 
 #[test]
 fn a_fight_model_is_evaluated_on_the_fight_task() {
+    // docs/play-your-bot.md's `shine-worker eval --model fight.safetensors --episodes 200`
+    // (8 episodes here).
     let dir = tempfile::tempdir().unwrap();
     let fight = model_file(dir.path(), ActionSet::Fight);
     let (ok, out, err) = run(&["eval", "--model", &fight, "--episodes", "8"]);

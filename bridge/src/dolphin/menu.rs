@@ -16,12 +16,17 @@
 //! - against a person ([`Opponent::Human`]) there is no second hand: their port is
 //!   theirs, they pick their own character, press START and pick the stage themselves,
 //!   as slowly as they like (the steps that wait for them have no budget), and their
-//!   slot must be a human one: a match their port plays as a CPU is quit, not played;
+//!   slot must be a human one; a port with no controller in it (the hand's state 3) is
+//!   said at once;
 //! - against a second bot on its own pipe ([`Opponent::Bot`], a model playing the other
 //!   side) that port's hand does what the bot's does: its coin on the opponent's
 //!   character (default Marth), its port a human one;
 //! - with everything read back from RAM as set, the bot's hand presses START once the
-//!   "ready to fight" banner is shown; on stage select it picks Final Destination.
+//!   "ready to fight" banner is shown; on stage select it picks Final Destination;
+//! - in the match, both ports must be played as set up (the static player block's slot
+//!   type): the bot's by its pipe (human), the opponent's by Melee's CPU or a human
+//!   one. Anyone's hand can press any slot's HMN/CPU toggle, and START may follow at
+//!   once: such a match is quit, not played, and never handed to the bot.
 //!
 //! Every decision is taken again each frame from RAM (closed loop): a press that the
 //! game missed is simply repeated. A played match is quit by pressing L+R+A+START and
@@ -33,7 +38,7 @@
 //! error that names the step, what RAM said, and what to check. The steps that wait for
 //! a person have none ([`Task::waits_for_person`]): the person sets the pace.
 
-use super::css::{self, scene, Grab, PortView, SlotType};
+use super::css::{self, scene, Grab, HandState, PortView, SlotType};
 use crate::melee::action;
 use crate::melee::characters::{self, describe, Character};
 use crate::pad::{Button, Pad};
@@ -136,13 +141,20 @@ pub enum Task {
     PersonSilent,
     /// Against a person: their slot is a CPU or closed, and only they can set it back.
     PersonSlot,
+    /// Against a person: Melee sees no controller in their port (the hand's state 3,
+    /// at once; it also turns a human slot to CPU when its controller is unplugged).
+    PersonUnplugged,
     /// Against a person: both coins down, waiting for them to press START.
     PersonStart,
     /// Against a person: waiting for them to pick the stage.
     PersonStage,
-    /// Against a person: the match on screen has their port played by Melee's CPU
-    /// (their slot was not HMN when they started it); quitting it, uncounted.
+    /// The match on screen has the opponent's port played by another kind than set up
+    /// (against a person or an opponent bot: Melee's CPU, their slot not HMN when the
+    /// match started; against the CPU: a human slot); quitting it, uncounted.
     QuitCpuMatch,
+    /// The match on screen has the bot's port played by Melee's CPU (a hand pressed
+    /// the bot's HMN/CPU toggle and START followed); quitting it, uncounted.
+    QuitBotCpuMatch,
 }
 
 impl Task {
@@ -166,16 +178,20 @@ impl Task {
             Task::PersonCoin => "character select: waiting for you to put your coin on a character",
             Task::PersonSilent => "character select: no input from your port for a minute",
             Task::PersonSlot => "character select: your slot is not a human (HMN) one",
+            Task::PersonUnplugged => "character select: no controller in your port",
             Task::PersonStart => "character select: waiting for you to press START (change character first if you like)",
             Task::PersonStage => "stage select: waiting for you to pick a stage",
-            Task::QuitCpuMatch => "your port played as Melee's CPU: quitting that match (it is not counted)",
+            Task::QuitCpuMatch => {
+                "the opponent's port was not played as set up (a person's or an opponent bot's as Melee's CPU): quitting that match (it is not counted)"
+            }
+            Task::QuitBotCpuMatch => "the bot's port played as Melee's CPU (its slot was not HMN): quitting that match (it is not counted)",
         }
     }
 
     /// Whether this step waits for a person, who takes as long as they like: no
     /// budget, and no message that calls it stuck.
     pub fn waits_for_person(self) -> bool {
-        matches!(self, Task::PersonCoin | Task::PersonSilent | Task::PersonSlot | Task::PersonStart | Task::PersonStage)
+        matches!(self, Task::PersonCoin | Task::PersonSilent | Task::PersonSlot | Task::PersonUnplugged | Task::PersonStart | Task::PersonStage)
     }
 
     /// What to check when this step gets stuck.
@@ -201,7 +217,10 @@ impl Task {
                 "that the controller is in the adapter's port with the game port's number (Dolphin reads the adapter's port N for game port N), or, with a mapped pad, that its profile names the device Dolphin sees"
             }
             Task::PersonSlot => "that your hand presses your slot's HMN/CPU toggle until it reads HMN",
-            Task::QuitCpuMatch => "the static player block's slot type (+0x08: 0 human, 1 CPU)",
+            Task::PersonUnplugged => {
+                "that a controller is in the adapter's port with the game port's number (Dolphin reads the adapter's port N for game port N); the hand's state byte (+5) reads 3 while none is"
+            }
+            Task::QuitCpuMatch | Task::QuitBotCpuMatch => "the static player block's slot type (+0x08: 0 human, 1 CPU)",
         }
     }
 
@@ -294,8 +313,9 @@ pub fn describe_ram(ram: RamView, goal: &MenuGoal) -> String {
                 out += &match ram.player(p).and_then(|pl| pl.fighter()) {
                     Ok(Some(f)) => {
                         let id = f.internal_character().unwrap_or(u32::MAX);
+                        let slot = ram.player(p).and_then(|pl| pl.slot_type()).map_or("?".to_string(), |k| k.to_string());
                         format!(
-                            "; {name} port {n}: {} (internal {id:#04x}), action {:#x}",
+                            "; {name} port {n}: {} (internal {id:#04x}), action {:#x}, slot type {slot}",
                             describe(Character::by_internal(id), id),
                             f.action_state().unwrap_or(u32::MAX)
                         )
@@ -315,8 +335,9 @@ pub struct Navigator {
     goal: MenuGoal,
     /// We played in the match on screen: it must be quit, not reused.
     quit_current: bool,
-    /// The match being quit is one the person's port played as a CPU.
-    cpu_match: bool,
+    /// What the quit of the match on screen is reported as: [`Task::QuitMatch`] for a
+    /// match played, or the slot check that refused it.
+    quit_task: Task,
     /// Frames since the navigator started (taps alternate press and release on it).
     t: u64,
     /// The step of the last frame, and for how many frames it has been the step.
@@ -334,7 +355,7 @@ pub const PERSON_SILENT_FRAMES: u64 = 60 * 60;
 
 impl Navigator {
     pub fn new(goal: MenuGoal, quit_current: bool) -> Self {
-        Navigator { goal, quit_current, cpu_match: false, t: 0, task: None, on_task: 0, person_hand: None, person_still: 0 }
+        Navigator { goal, quit_current, quit_task: Task::QuitMatch, t: 0, task: None, on_task: 0, person_hand: None, person_still: 0 }
     }
 
     pub fn goal(&self) -> &MenuGoal {
@@ -357,7 +378,7 @@ impl Navigator {
             (scene::MAJOR_MAIN_MENU, _) => self.main_menu(ram)?,
             (scene::MAJOR_VS, scene::CSS) => {
                 // Whatever was on screen is gone.
-                (self.quit_current, self.cpu_match) = (false, false);
+                (self.quit_current, self.quit_task) = (false, Task::QuitMatch);
                 self.character_select(ram)?
             }
             // The person picks the stage.
@@ -401,23 +422,25 @@ impl Navigator {
 
     fn in_game(&mut self, ram: RamView) -> Result<MenuStep, MenuError> {
         let g = self.goal;
-        if g.opponent == Opponent::Human && !self.quit_current {
-            // A person who started a match with their slot on CPU (a toggle pressed by
-            // mistake) would watch Melee's CPU play for them: that match is quit, and
-            // the walk goes on from character select, where they are told.
-            let player = ram.player(g.opponent_port)?;
-            if player.fighter()?.is_some() && player.slot_type()? == u32::from(SlotType::Cpu.byte()) {
-                self.quit_current = true;
-                self.cpu_match = true;
+        if !self.quit_current {
+            // A match whose ports are played by other kinds than set up is not the
+            // match asked for: anyone's hand can press any slot's HMN/CPU toggle, and
+            // START may follow at once (Melee's CPU then plays the bot's port, or the
+            // person's). It is quit, and the walk goes on from character select, where
+            // the slots are set again (and a person is told).
+            if let Some(task) = self.wrong_slot(ram)? {
+                (self.quit_current, self.quit_task) = (true, task);
             }
         }
         if self.quit_current {
             // The paper's quit: all four pressed, then all released, over and over. The
             // first press pauses (a press the game misses costs one more round); a press
-            // while paused quits.
+            // while paused quits. Melee takes the pause from any controller whose port
+            // holds a fighter, a CPU's included (the decompilation's
+            // `gm_DefaultVSGetPauser`), so the bot's pipe quits even a match in which
+            // the CPU plays its port.
             let quit = Pad::NEUTRAL.with(Button::L).with(Button::R).with(Button::A).with(Button::Start).with_l(1.0);
-            let task = if self.cpu_match { Task::QuitCpuMatch } else { Task::QuitMatch };
-            return Ok(MenuStep::Press(Pads::agent(self.tap(quit)), task));
+            return Ok(MenuStep::Press(Pads::agent(self.tap(quit)), self.quit_task));
         }
         // Fresh when both fighters exist and the bot is past the entry animation.
         let fighters = [g.agent_port, g.opponent_port].map(|p| ram.player(p).and_then(|pl| pl.fighter()));
@@ -439,6 +462,27 @@ impl Navigator {
             }
         }
         Ok(MenuStep::Press(Pads::NEUTRAL, Task::MatchStart))
+    }
+
+    /// Whether the match on screen has a port played by another kind than the goal
+    /// sets up (the static player block's slot type, once both fighters exist): the
+    /// quit step that says which, or `None`.
+    fn wrong_slot(&self, ram: RamView) -> Result<Option<Task>, MenuError> {
+        let g = self.goal;
+        let kind = |p: usize| -> Result<Option<u32>, RamError> {
+            let player = ram.player(p)?;
+            Ok(if player.fighter()?.is_some() { Some(player.slot_type()?) } else { None })
+        };
+        let (Some(bot), Some(theirs)) = (kind(g.agent_port)?, kind(g.opponent_port)?) else { return Ok(None) };
+        let human = u32::from(SlotType::Human.byte());
+        let want_theirs = if g.opponent == Opponent::Cpu { u32::from(SlotType::Cpu.byte()) } else { human };
+        Ok(if bot != human {
+            Some(Task::QuitBotCpuMatch)
+        } else if theirs != want_theirs {
+            Some(Task::QuitCpuMatch)
+        } else {
+            None
+        })
     }
 
     fn stage_select(&self, ram: RamView) -> Result<MenuStep, MenuError> {
@@ -492,19 +536,25 @@ impl Navigator {
         })
     }
 
-    /// What the navigator waits for from the person (the bot's own slot done): their
-    /// slot a human one, their coin down, then their START. A hand that has not moved
-    /// for [`PERSON_SILENT_FRAMES`] before their coin is down is reported, once, as
-    /// [`Task::PersonSilent`] (a wrong adapter port shows so: no hand moves).
+    /// What the navigator waits for from the person (the bot's own slot done): a
+    /// controller in their port, their slot a human one, their coin down, then their
+    /// START. Melee marks a port with no controller at once (the hand's state 3, and a
+    /// human slot turned to CPU): that is said first, since only plugging in helps. A
+    /// hand that has not moved for [`PERSON_SILENT_FRAMES`] before their coin is down
+    /// is reported as [`Task::PersonSilent`] (a mapped pad whose device Dolphin does
+    /// not see shows so: a controller is there, and no hand moves).
     fn person_step(&mut self, v: PortView) -> Task {
-        // A hand not on screen counts as one that does not move.
-        if v.hand == self.person_hand {
+        // The minute of a still hand starts once a controller is plugged in.
+        if v.state == HandState::Unplugged {
+            self.person_still = 0;
+        } else if v.hand == self.person_hand {
             self.person_still += 1;
         } else {
             (self.person_hand, self.person_still) = (v.hand, 0);
         }
         let coin_down = v.icon != css::NO_ICON && !matches!(v.grab, Some(Grab::Coin(_)));
         match v.slot {
+            _ if v.state == HandState::Unplugged => Task::PersonUnplugged,
             SlotType::Cpu => Task::PersonSlot,
             SlotType::Human if coin_down => Task::PersonStart,
             _ if self.person_still >= PERSON_SILENT_FRAMES => Task::PersonSilent,
@@ -595,7 +645,6 @@ fn steer(at: (f32, f32), target: (f32, f32), wiggle: f32) -> Option<Pad> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dolphin::css::HandState;
     use crate::melee::characters::{FOX, LUIGI, MARTH};
     use crate::ram::{addr, static_player, RamMut};
 
@@ -641,6 +690,7 @@ mod tests {
                 H::Slider => (HandState::Grabbing, Grab::CpuSlider(port)),
                 H::Open if (0.2..=22.0).contains(&y) => (HandState::OverGrid, Grab::Coin(0)),
                 H::Open => (HandState::Open, Grab::Coin(0)),
+                H::Unplugged => (HandState::Unplugged, Grab::Coin(0)),
             };
             self.w().set_f32(a + css::HAND_X, x).unwrap();
             self.w().set_f32(a + css::HAND_Y, y).unwrap();
@@ -663,14 +713,25 @@ mod tests {
             self.w().set_f32(SSS_BLOCK + 0x200 + css::SSS_Y, y).unwrap();
             self
         }
+        /// Both fighters in the match, the bot's (port 1, MenuGoal's default) in
+        /// `agent_action`; the ports played as the default goal sets them up (the bot's
+        /// human, port 0 a CPU: [`Screenshot::kinds`] changes that).
         fn fighters(&mut self, agent_action: u32, ids: [Character; 2]) -> &mut Self {
-            // Port 1 is the bot's, port 0 the CPU's (MenuGoal's default).
+            self.kinds(SlotType::Human, SlotType::Cpu);
             for (port, e) in FIGHTERS.iter().enumerate() {
                 let b = crate::ram::static_block(port);
                 let who = if port == 1 { ids[0] } else { ids[1] };
                 self.w().set_u32(b + static_player::FIGHTER_PTR, *e).unwrap();
                 self.w().set_u32(e + crate::ram::fighter::INTERNAL_CHARACTER, u32::from(who.internal)).unwrap();
                 self.w().set_u32(e + crate::ram::fighter::ACTION_STATE, if port == 1 { agent_action } else { action::WAIT }).unwrap();
+            }
+            self
+        }
+        /// What plays each port in the match (the static player block's slot type):
+        /// the bot's (port 1) and its opponent's (port 0).
+        fn kinds(&mut self, bot: SlotType, theirs: SlotType) -> &mut Self {
+            for (port, kind) in [(1, bot), (0, theirs)] {
+                self.w().set_u32(crate::ram::static_block(port) + static_player::SLOT_TYPE, u32::from(kind.byte())).unwrap();
             }
             self
         }
@@ -685,6 +746,8 @@ mod tests {
         Slider,
         /// Holds nothing.
         Open,
+        /// Its controller is unplugged (the hand hidden, state 3).
+        Unplugged,
     }
     const NONE: u8 = css::NO_ICON;
 
@@ -925,7 +988,7 @@ mod tests {
         assert!(steps.iter().all(|(p, t)| *t == Task::PersonCoin && *p == Pads::NEUTRAL), "{steps:?}");
         // In game they play Luigi: that is theirs to choose.
         let mut s = Screenshot::new(scene::MAJOR_VS, scene::IN_GAME);
-        s.fighters(action::WAIT, [FOX, LUIGI]);
+        s.fighters(action::WAIT, [FOX, LUIGI]).kinds(SlotType::Human, SlotType::Human);
         assert_eq!(Navigator::new(g, false).next(s.view()).unwrap(), MenuStep::Done);
     }
 
@@ -965,8 +1028,7 @@ mod tests {
         // They started that match anyway: Melee's CPU plays their port. It is quit (the
         // paper's L+R+A+START), not handed to the bot as a match against them.
         let mut m = Screenshot::new(scene::MAJOR_VS, scene::IN_GAME);
-        m.fighters(action::WAIT, [FOX, LUIGI]);
-        m.w().set_u32(crate::ram::static_block(0) + static_player::SLOT_TYPE, 1).unwrap();
+        m.fighters(action::WAIT, [FOX, LUIGI]).kinds(SlotType::Human, SlotType::Cpu);
         let steps = two(&mut nav, &m);
         assert!(steps.iter().all(|(_, t)| *t == Task::QuitCpuMatch), "{steps:?}");
         assert!(tapped(&steps, Button::Start, true) && tapped(&steps, Button::L, true), "{steps:?}");
@@ -974,8 +1036,58 @@ mod tests {
         assert_eq!(press(nav.next(s.view()).unwrap()).1, Task::PersonSlot);
         s.slot(0, SlotType::Human, LUIGI.icon, 1);
         assert_eq!(press(nav.next(s.view()).unwrap()).1, Task::PersonStart);
-        m.w().set_u32(crate::ram::static_block(0) + static_player::SLOT_TYPE, 0).unwrap();
+        m.kinds(SlotType::Human, SlotType::Human);
         assert_eq!(nav.next(m.view()).unwrap(), MenuStep::Done);
+    }
+
+    #[test]
+    fn a_match_with_the_bots_port_played_by_melees_cpu_is_quit_whoever_the_opponent_is() {
+        // Issue 46: any hand can press the bot's HMN/CPU toggle, and START may follow at
+        // once; Melee's CPU then plays the bot's port, and the match was counted as the
+        // bot's. Against a CPU, a person or an opponent bot alike.
+        for opponent in [Opponent::Cpu, Opponent::Human, Opponent::Bot] {
+            let g = MenuGoal { opponent, ..goal() };
+            let theirs = if opponent == Opponent::Cpu { SlotType::Cpu } else { SlotType::Human };
+            let mut m = Screenshot::new(scene::MAJOR_VS, scene::IN_GAME);
+            m.fighters(action::WAIT, [FOX, MARTH]).kinds(SlotType::Cpu, theirs);
+            let mut nav = Navigator::new(g, false);
+            let steps = two(&mut nav, &m);
+            assert!(steps.iter().all(|(_, t)| *t == Task::QuitBotCpuMatch), "{opponent:?}: {steps:?}");
+            assert!(tapped(&steps, Button::Start, true) && tapped(&steps, Button::L, true), "{opponent:?}: the bot's pipe quits: {steps:?}");
+            // Played as set up: handed to the bot.
+            m.kinds(SlotType::Human, theirs);
+            assert_eq!(Navigator::new(g, false).next(m.view()).unwrap(), MenuStep::Done, "{opponent:?}");
+            // The opponent's port played by another kind: quit too.
+            let other = if opponent == Opponent::Cpu { SlotType::Human } else { SlotType::Cpu };
+            m.kinds(SlotType::Human, other);
+            assert_eq!(press(Navigator::new(g, false).next(m.view()).unwrap()).1, Task::QuitCpuMatch, "{opponent:?}");
+        }
+        // In the match that is being quit (one the bot played), nothing is checked again.
+        let mut m = Screenshot::new(scene::MAJOR_VS, scene::IN_GAME);
+        m.fighters(action::WAIT, [FOX, MARTH]);
+        assert_eq!(press(Navigator::new(goal(), true).next(m.view()).unwrap()).1, Task::QuitMatch);
+    }
+
+    #[test]
+    fn a_person_with_no_controller_in_their_port_is_told_at_once_and_then_to_set_their_slot() {
+        // Issue 46: Melee marks a port with no controller at once (the hand's state 3)
+        // and turns a human slot into a CPU; the walk waited a minute of still hand, and
+        // then asked for a toggle press their controller could not make.
+        let g = MenuGoal { opponent: Opponent::Human, ..goal() };
+        let mut s = Screenshot::css();
+        s.hand(1, FOX.icon_centre(), H::Open).slot(1, SlotType::Human, FOX.icon, 0);
+        s.hand(0, (-31.0, -21.5), H::Unplugged).slot(0, SlotType::Cpu, NONE, 1);
+        let mut nav = Navigator::new(g, false);
+        assert_eq!(press(nav.next(s.view()).unwrap()), (Pads::NEUTRAL, Task::PersonUnplugged), "said on the first frame");
+        for _ in 0..PERSON_SILENT_FRAMES + 2 {
+            assert_eq!(press(nav.next(s.view()).unwrap()).1, Task::PersonUnplugged, "no toggle asked of an unplugged controller");
+        }
+        assert!(Task::PersonUnplugged.waits_for_person() && Task::PersonUnplugged.budget().is_none());
+        // Plugged back in: the slot Melee turned to CPU is now theirs to set back.
+        s.hand(0, (-31.0, -21.5), H::Open);
+        assert_eq!(press(nav.next(s.view()).unwrap()).1, Task::PersonSlot);
+        s.slot(0, SlotType::Human, NONE, 1);
+        assert_eq!(press(nav.next(s.view()).unwrap()).1, Task::PersonCoin);
     }
 
     #[test]
@@ -1020,9 +1132,9 @@ mod tests {
         assert!(steps.iter().all(|(p, t)| *t == Task::Start && p.cpu == Pad::NEUTRAL) && tapped(&steps, Button::Start, true), "{steps:?}");
         // In game it must be Marth, as a CPU must.
         let mut s = Screenshot::new(scene::MAJOR_VS, scene::IN_GAME);
-        s.fighters(action::WAIT, [FOX, LUIGI]);
+        s.fighters(action::WAIT, [FOX, LUIGI]).kinds(SlotType::Human, SlotType::Human);
         assert!(matches!(Navigator::new(g, false).next(s.view()), Err(MenuError::WrongCharacters { .. })));
-        s.fighters(action::WAIT, [FOX, MARTH]);
+        s.fighters(action::WAIT, [FOX, MARTH]).kinds(SlotType::Human, SlotType::Human);
         assert_eq!(Navigator::new(g, false).next(s.view()).unwrap(), MenuStep::Done);
     }
 

@@ -32,11 +32,16 @@
 //! then waits for the frame counter to move; if it moved by more than one, the frames
 //! in between ran with the previous pad and are counted in
 //! [`Emulator::skipped_frames`] (the paper's agent suffered from exactly this; here it
-//! is visible). Every pad ends with `FLUSH`, which lock-steps Slippi builds with
-//! `BlockingPipes` (and the test peer), and which upstream ignores. Melee's frame
-//! counter stands still while the game loads a scene (a stage takes seconds at real
-//! time), so the menus wait up to [`DolphinConfig::load_timeout`] for a frame, and play
-//! up to [`DolphinConfig::frame_timeout`].
+//! is visible). Every pad ends with `FLUSH`, which upstream ignores. Nothing here
+//! relies on a Dolphin that waits for it: a Slippi build waits for a `FLUSH` only with
+//! `BlockingPipes` on, and then only on frames where the game talks to Slippi's EXI
+//! device (menu frames with the "Extract Menu Info" code, recorded match frames), which
+//! Shine's user folder enables neither of (`docs/dolphin.md`, "Slippi builds and
+//! FLUSH"); the test peer's `lockstep` pace is the one Dolphin-like program that waits
+//! on every frame. Melee's frame counter stands still while the game loads a scene (a
+//! stage takes seconds at real time), so the menus wait up to
+//! [`DolphinConfig::load_timeout`] for a frame, and play up to
+//! [`DolphinConfig::frame_timeout`].
 
 pub mod css;
 pub mod dol;
@@ -98,6 +103,9 @@ pub enum DolphinError {
     Ram(#[from] RamError),
     #[error("invalid Dolphin configuration: {0}")]
     Config(String),
+    /// [`DolphinConfig::interrupt`] said stop (Ctrl-C).
+    #[error("interrupted")]
+    Interrupted,
 }
 
 /// What runs in Dolphin, which decides what `reset` does.
@@ -150,6 +158,32 @@ pub struct DolphinConfig {
     /// Launch waits for Melee's frame counter to move. Off for a program that does not
     /// keep one (`doctor --exec`): launch then only proves Dolphin runs and RAM maps.
     pub require_ticks: bool,
+    /// Asked while Dolphin boots and before every frame: once it says stop, launch,
+    /// the menus and play end with [`DolphinError::Interrupted`] (Ctrl-C; a walk that
+    /// waits for a person waits as long as they take, so it must hear of it between
+    /// two frames).
+    pub interrupt: Interrupt,
+}
+
+/// A check that says whether to stop now (Ctrl-C), asked between frames; never, by
+/// default.
+#[derive(Clone, Default)]
+pub struct Interrupt(Option<std::sync::Arc<dyn Fn() -> bool + Send + Sync>>);
+
+impl Interrupt {
+    pub fn new(stop: impl Fn() -> bool + Send + Sync + 'static) -> Interrupt {
+        Interrupt(Some(std::sync::Arc::new(stop)))
+    }
+    /// Whether to stop now.
+    pub fn now(&self) -> bool {
+        self.0.as_ref().is_some_and(|stop| stop())
+    }
+}
+
+impl std::fmt::Debug for Interrupt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "Interrupt(set)" } else { "Interrupt(never)" })
+    }
 }
 
 impl DolphinConfig {
@@ -172,6 +206,7 @@ impl DolphinConfig {
             menu_frame_limit: 60 * 180,
             extra_args: vec![],
             require_ticks: true,
+            interrupt: Interrupt::default(),
         }
     }
     /// A homebrew DOL (the probe).
@@ -266,7 +301,17 @@ impl Dolphin {
         };
         let spec = userdir_spec(&cfg);
         let dir = userdir::UserDir::create(&root, &spec)?;
-        let (run, first_frame) = start(&exe, &dir, &cfg)?;
+        let (run, first_frame) = match start(&exe, &dir, &cfg) {
+            Ok(started) => started,
+            Err(e) => {
+                // A folder of our own goes with an interrupted start; after a failed one
+                // it stays, since the error quotes Dolphin's log in it.
+                if matches!(e, DolphinError::Interrupted) && cfg.user_dir.is_none() {
+                    let _ = std::fs::remove_dir_all(&dir.root);
+                }
+                return Err(e);
+            }
+        };
         let setup = cfg.setup;
         let owned_dir = cfg.user_dir.is_none();
         Ok(Dolphin {
@@ -309,6 +354,14 @@ impl Dolphin {
     pub fn frame(&self) -> u32 {
         self.last_frame
     }
+    /// Whether Dolphin has ended the way a person ends it: exited with status 0 (Esc or
+    /// its window closed, or Ctrl-C, which Dolphin handles by shutting down), or killed
+    /// by SIGINT or SIGTERM. `false` while it runs or after a crash.
+    pub fn closed_by_user(&mut self) -> bool {
+        use std::os::unix::process::ExitStatusExt;
+        self.run.proc.exited().is_some_and(|s| s.success() || matches!(s.signal(), Some(libc::SIGINT | libc::SIGTERM)))
+    }
+
     /// `Err(Died)` when Dolphin is no longer running.
     pub fn check_alive(&mut self) -> Result<(), DolphinError> {
         match self.run.proc.exited() {
@@ -333,7 +386,7 @@ impl Dolphin {
     }
 
     /// Wait (at most `timeout`) for the frame after the last one seen; returns how many
-    /// frames ran on the old pad before it (0 in lock-step).
+    /// frames ran on the old pad before it (0 for a Dolphin that waited for the pad).
     fn tick(&mut self, timeout: Duration) -> Result<u64, DolphinError> {
         let before = self.last_frame;
         let start = Instant::now();
@@ -346,6 +399,15 @@ impl Dolphin {
             if start.elapsed() > timeout {
                 self.check_alive()?;
                 return Err(DolphinError::NoFrames { counter: addr::FRAME_COUNTER, waited: timeout, log: self.run.proc.log_tail(20) });
+            }
+            if self.cfg.interrupt.now() {
+                return Err(DolphinError::Interrupted);
+            }
+            // A Dolphin that exited (closed by the person, or crashed) is said now, not
+            // after the timeout (a minute in the menus); a look every 500 turns of the
+            // loop costs one waitpid a few milliseconds apart.
+            if spins % 500 == 499 {
+                self.check_alive()?;
             }
             // Spin briefly (an unlimited-speed frame takes well under a millisecond),
             // then back off so a real-time Dolphin does not cost a whole core.
@@ -365,12 +427,15 @@ impl Dolphin {
     /// per pipe, then wait (at most `tick_timeout`) for the frame to end. Returns the
     /// frames that ran on the previous pads since the last tick.
     fn step_pads(&mut self, pads: &[Pad], tick_timeout: Duration) -> Result<u64, DolphinError> {
+        if self.cfg.interrupt.now() {
+            return Err(DolphinError::Interrupted);
+        }
         self.check_alive()?;
         // Which frame is on now, read right before the write: a frame that ran since
         // the last tick must not be taken for the one our pad makes (free-running
         // Dolphin; a blocking-pipe Dolphin running its boot before we connected).
-        // (Without waiting: in lock-step nothing new has come, and a wait here would
-        // cost every frame the socket's timeout.)
+        // (Without waiting: from a Dolphin that waits for the pad nothing new has come,
+        // and a wait here would cost every frame the socket's timeout.)
         let before = self.poll_frame(false)?;
         let ran_meanwhile = frames_from(self.last_frame, before);
         self.last_frame = before;
@@ -490,6 +555,9 @@ fn start(exe: &Path, dir: &userdir::UserDir, cfg: &DolphinConfig) -> Result<(Run
     let mut proc = DolphinProcess::spawn(exe, &dir.root, &cfg.image, &dir.log, cfg.display, &cfg.extra_args)?;
     let started = Instant::now();
     let early = |proc: &mut DolphinProcess| -> Result<(), DolphinError> {
+        if cfg.interrupt.now() {
+            return Err(DolphinError::Interrupted);
+        }
         match proc.exited() {
             None => Ok(()),
             Some(status) => Err(DolphinError::ExitedEarly { status: status.to_string(), log_path: proc.log_path().to_path_buf(), log: proc.log_tail(20) }),
@@ -513,9 +581,10 @@ fn start(exe: &Path, dir: &userdir::UserDir, cfg: &DolphinConfig) -> Result<(Run
         }
         std::thread::sleep(Duration::from_millis(5));
     };
-    // Frames first, then the pipe: a Dolphin with blocking pipes (Slippi's, and the
-    // test peer) runs free only until a writer connects, so the game must be seen
-    // running before we connect.
+    // Frames first, then the pipe: a Dolphin that waits for its pipes (the test peer's
+    // lockstep pace; a Slippi build with blocking pipes on the frames it blocks) runs
+    // free only until a writer connects, so the game must be seen running before we
+    // connect.
     let first_frame = if cfg.require_ticks {
         let waiting = Instant::now();
         let first = frame_counter(&ram)?;
@@ -536,9 +605,9 @@ fn start(exe: &Path, dir: &userdir::UserDir, cfg: &DolphinConfig) -> Result<(Run
     let mut pipes = vec![];
     for path in &dir.pipes {
         let left = cfg.boot_timeout.saturating_sub(started.elapsed()).max(Duration::from_secs(1));
-        pipes.push(PadPipe::open(path, left, || {
-            early(&mut proc).map_err(|e| PipeError::Io { path: path.clone(), source: std::io::Error::other(e.to_string()) })
-        })?);
+        let pipe =
+            PadPipe::open(path, left, || early(&mut proc).map_err(|e| PipeError::Io { path: path.clone(), source: std::io::Error::other(e.to_string()) }));
+        pipes.push(pipe.map_err(|e| if cfg.interrupt.now() { DolphinError::Interrupted } else { e.into() })?);
     }
     Ok((Running { pipes, ram, watcher, proc }, first_frame))
 }

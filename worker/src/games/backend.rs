@@ -5,7 +5,8 @@ use anyhow::{bail, Context};
 use clap::ValueEnum;
 use serde::{Deserialize, Serialize};
 use shine_bridge::dolphin::menu::Opponent;
-use shine_bridge::dolphin::{self, Dolphin, DolphinConfig, Display, Game, HumanPad, Speed};
+use shine_bridge::dolphin::{self, Display, Dolphin, DolphinConfig, Game, HumanPad, Interrupt, Speed};
+use shine_bridge::melee::characters::Character;
 use shine_bridge::MatchSetup;
 use std::path::{Path, PathBuf};
 
@@ -34,6 +35,8 @@ impl Backend {
 pub struct DolphinSetup {
     iso: PathBuf,
     executable: Option<PathBuf>,
+    /// What stops each Dolphin launched from here (Ctrl-C in `play`).
+    interrupt: Interrupt,
 }
 
 impl DolphinSetup {
@@ -53,7 +56,19 @@ impl DolphinSetup {
                 tracing::warn!("{} has game id {id}, not {} (Melee NTSC); Shine's RAM map fits only NTSC 1.02", iso.display(), dolphin::MELEE_GAME_ID);
             }
         }
-        Ok(DolphinSetup { iso: iso.to_path_buf(), executable: executable.map(Path::to_path_buf) })
+        Ok(DolphinSetup { iso: iso.to_path_buf(), executable: executable.map(Path::to_path_buf), interrupt: Interrupt::default() })
+    }
+
+    /// The same setup, its Dolphins stopped by `interrupt` (launch, menus and play end
+    /// with `DolphinError::Interrupted` once it says so).
+    pub fn with_interrupt(mut self, interrupt: Interrupt) -> DolphinSetup {
+        self.interrupt = interrupt;
+        self
+    }
+
+    /// Whether the interrupt says stop now (Ctrl-C).
+    pub fn interrupted(&self) -> bool {
+        self.interrupt.now()
     }
 
     /// Start one Dolphin (its own user folder, pipe and RAM) for a match like `setup`.
@@ -69,13 +84,17 @@ impl DolphinSetup {
     }
 
     /// Start one Dolphin for matches against a person on `setup.opponent_port` with
-    /// `pad`, in a window at real-time speed (the bot's port is still a pipe).
-    pub fn launch_against_person(&self, setup: MatchSetup, pad: HumanPad) -> anyhow::Result<Dolphin> {
+    /// `pad`, in a window at real-time speed (the bot's port is still a pipe, its coin
+    /// on `bot`).
+    pub fn launch_against_person(&self, setup: MatchSetup, pad: HumanPad, bot: Character) -> anyhow::Result<Dolphin> {
         self.start(setup, |cfg| {
             cfg.speed = Speed::RealTime;
             cfg.display = Display::Window;
             cfg.human_pad = Some(pad);
             set_opponent(cfg, Opponent::Human);
+            if let Game::Melee(goal) = &mut cfg.game {
+                goal.agent_character = bot;
+            }
         })
     }
 
@@ -83,6 +102,7 @@ impl DolphinSetup {
     fn start(&self, setup: MatchSetup, edit: impl FnOnce(&mut DolphinConfig)) -> anyhow::Result<Dolphin> {
         let mut cfg = DolphinConfig::melee(&self.iso, setup);
         cfg.executable = self.executable.clone();
+        cfg.interrupt = self.interrupt.clone();
         edit(&mut cfg);
         Dolphin::launch(cfg).context("starting Dolphin (run `shine-worker doctor` to check the setup)")
     }

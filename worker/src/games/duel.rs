@@ -315,6 +315,9 @@ impl DolphinDuel {
     pub fn dolphin(&self) -> &Dolphin {
         &self.dolphin
     }
+    pub fn dolphin_mut(&mut self) -> &mut Dolphin {
+        &mut self.dolphin
+    }
 }
 
 impl Emulator for DolphinDuel {

@@ -6,13 +6,17 @@
 //! pipe. The menus leave the person's hand alone, and the person sets the pace: they
 //! pick their character, press START and pick the stage themselves, between every two
 //! matches, taking as long as they like, and the terminal says what the bot waits for
-//! (a match their port played as Melee's CPU, their slot left on CPU, is quit and not
-//! counted). The bot's hand puts the bot's coin on Fox, the character it was trained
-//! as. Dolphin runs in real time, and each match is played to its end (stocks or the
-//! clock), not cut at a minute as training episodes are. The state the bot sees is
+//! (a port with no controller in it at once; a match that Melee's CPU plays for either
+//! of them, a slot toggled by mistake, is quit and not counted). The bot's hand puts
+//! the bot's coin on the fighter its model was trained as (Fox, or Marth for a Marth
+//! model). Dolphin runs in real time, and each match is played to its end (stocks or
+//! the clock), not cut at a minute as training episodes are. The state the bot sees is
 //! always from its own point of view, its opponent's 13 floats first, whichever ports
-//! the two have (`agent::state`). Ctrl-C stops it at any point (Dolphin, in the
-//! terminal's process group, gets it too).
+//! the two have (`agent::state`).
+//!
+//! The session ends after the matches asked for, on Ctrl-C, or when the person closes
+//! Dolphin (Esc, or its window): Dolphin is stopped, its temporary user folder removed,
+//! and a summary of the matches played is printed, whichever it was.
 
 use crate::games::backend::DolphinSetup;
 use anyhow::{bail, Context};
@@ -23,7 +27,7 @@ use shine_agent::policy::Policy;
 use shine_agent::state::{Observation, StateReader};
 use shine_bridge::dolphin::css::{self, scene};
 use shine_bridge::dolphin::menu::Task;
-use shine_bridge::dolphin::{Dolphin, HumanPad};
+use shine_bridge::dolphin::{Dolphin, DolphinError, HumanPad};
 use shine_bridge::melee::characters::{describe, Character};
 use shine_bridge::{Emulator, MatchSetup, RamView};
 use std::path::Path;
@@ -100,21 +104,38 @@ fn in_match(ram: RamView, setup: &MatchSetup) -> bool {
     on && fighter(setup.agent_port) && fighter(setup.opponent_port)
 }
 
-/// What the terminal says when a menu step that waits for the person on `port` (1..=4)
-/// begins; `None` for the bot's own steps.
-pub fn person_message(task: Task, port: usize) -> Option<String> {
+/// What the terminal says when a menu step that concerns the person begins, with the
+/// person on `port` and the bot on `bot_port` (both 1..=4); `None` for the bot's own
+/// steps.
+pub fn person_message(task: Task, port: usize, bot_port: usize) -> Option<String> {
     Some(match task {
         Task::PersonCoin => format!("waiting for you: put your coin on a character (port {port})"),
         Task::PersonStart => format!("waiting for you: press START on port {port} when ready (change character first if you like)"),
         Task::PersonStage => format!("waiting for you: pick a stage (port {port})"),
-        Task::PersonSlot => format!("your slot (port {port}) is set to CPU: press its HMN/CPU toggle until it reads HMN"),
+        Task::PersonUnplugged => format!(
+            "no controller in port {port}: plug yours into the GameCube controller adapter's port {port} (Dolphin reads the adapter's \
+             port N for game port N); the bot waits"
+        ),
+        Task::PersonSlot => format!(
+            "your slot (port {port}) is set to CPU (Melee does that when a controller is unplugged, and the HMN/CPU toggle does it): \
+             press its HMN/CPU toggle until it reads HMN"
+        ),
         Task::PersonSilent => format!(
             "no input from port {port} for a minute: is your controller in the adapter's port {port}? (Dolphin reads the adapter's port N \
              for game port N; with --human-device, is that the device Dolphin sees?)"
         ),
         Task::QuitCpuMatch => format!("port {port} played as Melee's CPU (its slot was not HMN): quitting that match; it is not counted"),
+        Task::QuitBotCpuMatch => format!(
+            "the bot's port {bot_port} played as Melee's CPU (a hand pressed its HMN/CPU toggle before START): quitting that match; it is not \
+             counted. The bot's hand sets its slot back to HMN: wait for that before you press START"
+        ),
         _ => return None,
     })
+}
+
+/// Whether `e` is, or was caused by, an interrupted Dolphin (Ctrl-C).
+pub fn interrupted(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| matches!(c.downcast_ref::<DolphinError>(), Some(DolphinError::Interrupted)))
 }
 
 /// One match to its end: the menus walked (the person picks their character and starts
@@ -122,9 +143,9 @@ pub fn person_message(task: Task, port: usize) -> Option<String> {
 /// macro-actions frame by frame until the match leaves the screen.
 pub fn play_match(emu: &mut Dolphin, policy: &mut dyn Policy, set: ActionSet, seed: u64) -> anyhow::Result<MatchResult> {
     let setup = emu.setup();
-    let port = setup.opponent_port + 1;
+    let (port, bot_port) = (setup.opponent_port + 1, setup.agent_port + 1);
     emu.reset_traced(setup, &mut |t| {
-        if let Some(line) = t.task.and_then(|task| person_message(task, port)) {
+        if let Some(line) = t.task.and_then(|task| person_message(task, port, bot_port)) {
             eprintln!("{line}");
         }
     })
@@ -145,7 +166,15 @@ pub fn play_match(emu: &mut Dolphin, policy: &mut dyn Policy, set: ActionSet, se
         let a = policy.act(&obs, &mut rng);
         reader.set_shine_flag(set.is_shine(a));
         for pad in set.script(a).expect("the policy picks from its own action set") {
-            emu.step(pad).context("playing the match")?;
+            emu.step(pad).map_err(|e| match e {
+                // Dolphin's own pause (F10) stops the game's frames, which ends a match
+                // after the frame timeout; Melee's (START) does not.
+                DolphinError::NoFrames { .. } => anyhow::Error::new(e).context(
+                    "the match stopped (F10 in Dolphin's window pauses the emulator, and a match that stands still for 5 s ends the session; \
+                     pause the match with START instead)",
+                ),
+                e => anyhow::Error::new(e).context("playing the match"),
+            })?;
             if !in_match(emu.ram(), &setup) {
                 // The clock ran out (or the match was quit): the last frame seen counts.
                 return Ok(MatchResult { person_character, frames, bot_stocks: obs.agent.stocks, person_stocks: obs.opponent.stocks });
@@ -160,30 +189,92 @@ pub fn play_match(emu: &mut Dolphin, policy: &mut dyn Policy, set: ActionSet, se
     }
 }
 
-/// `play --human-port`: `matches` matches in one Dolphin, each reported as it ends.
+/// The matches of one session and how it ended.
+pub struct Session {
+    pub results: Vec<MatchResult>,
+    pub end: End,
+}
+
+/// How a session against a person ended.
+#[derive(Debug)]
+pub enum End {
+    /// Every match asked for was played.
+    Played,
+    /// Ctrl-C (or SIGTERM).
+    Interrupted,
+    /// The person closed Dolphin (Esc, or its window).
+    Closed,
+    /// Something failed; the matches before it stand.
+    Failed(anyhow::Error),
+}
+
+impl Session {
+    /// The summary line: the matches played and who won them.
+    pub fn summary(&self) -> String {
+        let n = self.results.len();
+        let count = |o: std::cmp::Ordering| self.results.iter().filter(|r| r.bot_stocks.cmp(&r.person_stocks) == o).count();
+        let (bot, you, even) = (count(std::cmp::Ordering::Greater), count(std::cmp::Ordering::Less), count(std::cmp::Ordering::Equal));
+        format!("the bot won {bot} of {n} matches against you (you won {you}, {even} even on stocks)")
+    }
+}
+
+/// `play --human-port`: `matches` matches in one Dolphin, each reported as it ends,
+/// the bot on `bot` (its model's fighter). Ends early on Ctrl-C (the setup's
+/// interrupt), when the person closes Dolphin, or on a failure; the matches played so
+/// far are kept whichever it was, and Dolphin is stopped (its temporary user folder
+/// removed) before this returns.
+#[allow(clippy::too_many_arguments)]
 pub fn play_against_person(
     dolphin: &DolphinSetup,
     setup: MatchSetup,
     pad: HumanPad,
+    bot: Character,
     policy: &mut dyn Policy,
     set: ActionSet,
     matches: u32,
     seed: u64,
-) -> anyhow::Result<Vec<MatchResult>> {
-    let mut emu = dolphin.launch_against_person(setup, pad)?;
+) -> Session {
+    let mut results = vec![];
+    // Ctrl-C first: the terminal sends it to Dolphin too, which may be seen to exit
+    // before the interrupt is.
+    let ended = |e: anyhow::Error, emu: Option<&mut Dolphin>| {
+        if interrupted(&e) || dolphin.interrupted() {
+            End::Interrupted
+        } else if emu.is_some_and(|emu| emu.closed_by_user()) {
+            // Esc, the window closed, or Dolphin's own handling of the Ctrl-C.
+            End::Closed
+        } else {
+            End::Failed(e)
+        }
+    };
+    let mut emu = match dolphin.launch_against_person(setup, pad, bot) {
+        Ok(emu) => emu,
+        Err(e) => return Session { results, end: ended(e, None) },
+    };
     eprintln!(
-        "Dolphin is up: pick your character with the controller on port {} (the bot is Fox on port {}), then press START and pick a stage; \
-         the bot waits for you as long as you take (Ctrl-C stops)",
+        "Dolphin is up (pid {}, user folder {}): pick your character with the controller on port {} (the bot is {bot} on port {}), \
+         then press START and pick a stage; the bot waits for you as long as you take. Ctrl-C here, or Esc in Dolphin's window, ends \
+         the session",
+        emu.pid(),
+        emu.user_dir().display(),
         setup.opponent_port + 1,
         setup.agent_port + 1
     );
-    let mut results = vec![];
+    let mut end = End::Played;
     for i in 0..matches {
-        let r = play_match(&mut emu, policy, set, seed.wrapping_add(u64::from(i)))?;
-        println!("match {:>3}: {r}", i + 1);
-        results.push(r);
+        match play_match(&mut emu, policy, set, seed.wrapping_add(u64::from(i))) {
+            Ok(r) => {
+                println!("match {:>3}: {r}", i + 1);
+                results.push(r);
+            }
+            Err(e) => {
+                end = ended(e, Some(&mut emu));
+                break;
+            }
+        }
     }
-    Ok(results)
+    drop(emu);
+    Session { results, end }
 }
 
 #[cfg(test)]

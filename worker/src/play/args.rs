@@ -57,13 +57,43 @@ impl From<SideArg> for Side {
     }
 }
 
+/// A model to play (`--model`, `--opponent model:...`): a file, or an `http://` or
+/// `https://` address the model is downloaded from, e.g. a manager's
+/// `http://MANAGER:8080/api/v1/runs/NAME/models/latest` (docs/api.md).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelSource {
+    File(PathBuf),
+    Url(String),
+}
+
+impl std::str::FromStr for ModelSource {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "" => Err("a model is a file or an http(s) address".into()),
+            s if s.starts_with("http://") || s.starts_with("https://") => Ok(ModelSource::Url(s.to_string())),
+            s if s.contains("://") => Err(format!("{s:?}: a model's address starts with http:// or https:// (or give a file)")),
+            s => Ok(ModelSource::File(PathBuf::from(s))),
+        }
+    }
+}
+
+impl std::fmt::Display for ModelSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ModelSource::File(path) => write!(f, "{}", path.display()),
+            ModelSource::Url(url) => f.write_str(url),
+        }
+    }
+}
+
 /// `--opponent`: who plays the other side, on the simulator.
 #[derive(Debug, Clone, PartialEq)]
 pub enum OpponentArg {
     /// `cpu:LEVEL`: the scripted CPU at LEVEL (1-9).
     Cpu(u8),
-    /// `model:FILE`: a trained model of the other side, played greedily.
-    Model(PathBuf),
+    /// `model:FILE` (or `model:URL`): a trained model of the other side, played greedily.
+    Model(ModelSource),
     /// `policy:NAME`: a built-in policy (idle, random or dodge).
     Policy(PolicyKind),
 }
@@ -77,7 +107,7 @@ impl std::str::FromStr for OpponentArg {
                 Ok(l @ 1..=9) => Ok(OpponentArg::Cpu(l)),
                 _ => Err(format!("cpu:{value}: the CPU's level is 1 to 9")),
             },
-            "model" if !value.is_empty() => Ok(OpponentArg::Model(PathBuf::from(value))),
+            "model" if !value.is_empty() => value.parse().map(OpponentArg::Model),
             "model" => Err("model: needs a model file, e.g. model:marth.safetensors".into()),
             "policy" => match PolicyKind::from_str(value, false) {
                 Ok(PolicyKind::Cpu) | Err(_) => Err(format!("policy:{value}: expected policy:idle, policy:random or policy:dodge (the CPU is cpu:LEVEL)")),
@@ -110,7 +140,8 @@ pub struct MatchArgs {
     #[arg(long, default_value_t = 9, value_parser = clap::value_parser!(u8).range(1..=9))]
     pub cpu_level: u8,
     /// The fighter the bot plays (default: the model's side, the only one a model
-    /// plays; fox for built-in policies). In Dolphin the bot plays Fox.
+    /// plays; fox for built-in policies). In Dolphin the bot plays Fox, except against
+    /// a person (--human-port), where it plays its model's fighter.
     #[arg(long, value_enum)]
     pub side: Option<SideArg>,
     /// Who plays the other side: cpu:LEVEL (the scripted CPU; Melee's in Dolphin),
@@ -133,9 +164,14 @@ pub struct PlayArgs {
     /// Where the game runs.
     #[arg(long, value_enum, default_value = "sim")]
     pub backend: Backend,
-    /// A trained model file (safetensors, as downloaded from the dashboard); plays it greedily.
+    /// A trained model: its file (safetensors, as downloaded from the dashboard's
+    /// "Bots"), or an http(s) address to download it from, e.g. a manager's
+    /// http://MANAGER:8080/api/v1/models/latest; plays it greedily.
     #[arg(long, conflicts_with = "policy")]
-    pub model: Option<PathBuf>,
+    pub model: Option<ModelSource>,
+    /// The manager's token, for a model address on a manager with public_reads = false.
+    #[arg(long, env = "SHINE_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
     /// A built-in policy, when no --model is given.
     #[arg(long, value_enum, default_value = "dodge")]
     pub policy: PolicyKind,
@@ -163,9 +199,11 @@ pub struct PlayArgs {
     /// With --backend dolphin: play against a person on this controller port (1-4)
     /// instead of Melee's CPU. With the GameCube controller adapter, the pad goes in the
     /// adapter's port of the same number (Dolphin reads adapter port N for game port
-    /// N). Dolphin runs in real time; the person picks their character, presses START
-    /// and picks the stage themselves before every match, and the bot waits for them as
-    /// long as they take; each match is played to its end (docs/dolphin.md).
+    /// N). Dolphin opens a window at real-time speed; the bot plays its model's fighter
+    /// (Fox, or Marth); the person picks their character, presses START and picks the
+    /// stage themselves before every match, and the bot waits for them as long as they
+    /// take; each match is played to its end. Ctrl-C (or Esc in Dolphin's window) ends
+    /// the session with a summary (docs/play-your-bot.md).
     #[arg(long, value_parser = clap::value_parser!(u8).range(1..=4))]
     pub human_port: Option<u8>,
     /// With --human-port: the bot's port (default 2, or 1 when the person is on 2).
@@ -186,9 +224,13 @@ pub struct PlayArgs {
 /// `shine-worker eval`.
 #[derive(Debug, Clone, Args)]
 pub struct EvalArgs {
-    /// The model file to evaluate.
+    /// The model to evaluate: its file, or an http(s) address to download it from
+    /// (e.g. http://MANAGER:8080/api/v1/models/latest).
     #[arg(long)]
-    pub model: PathBuf,
+    pub model: ModelSource,
+    /// The manager's token, for a model address on a manager with public_reads = false.
+    #[arg(long, env = "SHINE_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
     /// Episodes to play; 200 gives an interval of about +/- 6 points.
     #[arg(long, default_value_t = 200)]
     pub episodes: u32,
@@ -197,4 +239,20 @@ pub struct EvalArgs {
     /// Seed of the first episode.
     #[arg(long, default_value_t = 1_000_000)]
     pub seed: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_model_is_a_file_or_an_http_address() {
+        assert_eq!("bot.safetensors".parse(), Ok(ModelSource::File("bot.safetensors".into())));
+        let url = "http://manager:8080/api/v1/runs/fight/models/latest";
+        assert_eq!(url.parse(), Ok(ModelSource::Url(url.into())));
+        assert_eq!(url.parse::<ModelSource>().unwrap().to_string(), url);
+        assert!("ftp://manager/model".parse::<ModelSource>().unwrap_err().contains("http:// or https://"));
+        assert!("".parse::<ModelSource>().is_err());
+        assert_eq!(format!("model:{url}").parse(), Ok(OpponentArg::Model(ModelSource::Url(url.into()))));
+    }
 }

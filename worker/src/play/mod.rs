@@ -18,7 +18,7 @@ mod args;
 mod dolphin;
 mod summary;
 
-pub use args::{EvalArgs, MatchArgs, OpponentArg, PlayArgs, PolicyKind, SideArg, TaskArg};
+pub use args::{EvalArgs, MatchArgs, ModelSource, OpponentArg, PlayArgs, PolicyKind, SideArg, TaskArg};
 pub use summary::{EpisodeResult, FightSummary, Mean};
 
 use crate::games::backend::Backend;
@@ -33,7 +33,6 @@ use shine_agent::policy::{Dodge, EpsilonGreedy, Greedy, Idle, Policy, RandomPoli
 use shine_agent::task::{EpisodeEnd, Task};
 use shine_agent::{Env, Side};
 use shine_bridge::{Emulator, MatchSetup};
-use std::path::PathBuf;
 use std::sync::Arc;
 use summary::summarize;
 
@@ -201,18 +200,24 @@ pub fn play_episode(policy: &mut dyn Policy, set: ActionSet, m: &Matches, seed: 
 
 /// `--opponent` (or `--cpu-level`) made into the matches' opponent: the CPU's level,
 /// or a rival policy, checked against the bot's side and action set.
-fn resolve_opponent(arg: Option<&OpponentArg>, cpu_level: u8, side: Side, task: Task, set: ActionSet) -> anyhow::Result<(u8, Option<Rival>)> {
+fn resolve_opponent(
+    arg: Option<&OpponentArg>,
+    token: Option<&str>,
+    cpu_level: u8,
+    side: Side,
+    task: Task,
+    set: ActionSet,
+) -> anyhow::Result<(u8, Option<Rival>)> {
     let theirs = side.other();
     match arg {
         None => Ok((cpu_level, None)),
         Some(OpponentArg::Cpu(level)) => Ok((*level, None)),
         Some(OpponentArg::Model(path)) => {
-            let net = load_model(path).context("--opponent model:FILE")?;
+            let net = load_model(path, token).context("--opponent model:FILE")?;
             let meta = net.meta().clone();
             if meta.side != theirs {
                 bail!(
-                    "the opponent model {} plays {}, the bot's own side: against a {side} bot the opponent plays {theirs}; pass a model trained for {theirs}",
-                    path.display(),
+                    "the opponent model {path} plays {}, the bot's own side: against a {side} bot the opponent plays {theirs}; pass a model trained for {theirs}",
                     meta.side
                 );
             }
@@ -220,8 +225,7 @@ fn resolve_opponent(arg: Option<&OpponentArg>, cpu_level: u8, side: Side, task: 
             let actions = spec.action_set(task)?;
             if actions != set {
                 bail!(
-                    "the opponent model {} chooses among the {actions} action set, the bot among the {set} set: both sides must play the same action set",
-                    path.display()
+                    "the opponent model {path} chooses among the {actions} action set, the bot among the {set} set: both sides must play the same action set"
                 );
             }
             let label = format!("model v{} ({theirs})", meta.model_version);
@@ -276,9 +280,13 @@ pub fn play_many(spec: &PolicySpec, m: &Matches) -> anyhow::Result<Vec<EpisodeRe
     Ok(all.into_iter().map(|(_, r)| r).collect())
 }
 
-fn load_model(path: &PathBuf) -> anyhow::Result<QNet> {
-    let bytes = std::fs::read(path).with_context(|| format!("reading the model file {}", path.display()))?;
-    QNet::load(&bytes).with_context(|| format!("{} is not a Shine model file", path.display()))
+/// A model from its file or its address (`token` for a manager whose reads are private).
+fn load_model(src: &ModelSource, token: Option<&str>) -> anyhow::Result<QNet> {
+    let bytes = match src {
+        ModelSource::File(path) => std::fs::read(path).with_context(|| format!("reading the model file {}", path.display()))?,
+        ModelSource::Url(url) => crate::client::download(url, token).with_context(|| format!("downloading the model from {url}"))?,
+    };
+    QNet::load(&bytes).with_context(|| format!("{src} is not a Shine model file"))
 }
 
 /// The summary line of `play` and `eval`: who played (and as which fighter, when not
@@ -297,9 +305,9 @@ fn report(label: &str, m: &Matches, results: &[EpisodeResult]) -> String {
 
 pub fn play(args: PlayArgs) -> anyhow::Result<()> {
     let (spec, label) = match &args.model {
-        Some(path) => {
-            let net = load_model(path)?;
-            let label = format!("model v{} ({})", net.meta().model_version, path.display());
+        Some(src) => {
+            let net = load_model(src, args.token.as_deref())?;
+            let label = format!("model v{} ({src})", net.meta().model_version);
             (PolicySpec::Model(Box::new(net)), label)
         }
         None if args.policy == PolicyKind::Cpu => (PolicySpec::Builtin(args.policy), format!("the level-{} CPU in the bot's place", args.bot_level)),
@@ -307,24 +315,28 @@ pub fn play(args: PlayArgs) -> anyhow::Result<()> {
     };
     let task = args.terms.task.map_or_else(|| spec.default_task(), Task::from);
     let bot_cpu = (args.model.is_none() && args.policy == PolicyKind::Cpu).then_some(args.bot_level);
-    if args.human_port.is_some() && (args.terms.side.is_some() || args.terms.opponent.is_some() || args.terms.epsilon.is_some()) {
-        bail!("--side, --opponent and --epsilon do not go with --human-port: against a person the bot plays Fox greedily, and the person is the opponent");
+    if args.human_port.is_some() && (args.terms.opponent.is_some() || args.terms.epsilon.is_some()) {
+        bail!("--opponent and --epsilon do not go with --human-port: against a person the bot plays greedily, and the person is the opponent");
     }
-    if let Some(human_port) = args.human_port {
-        return play_against_person(&spec, &args, task, human_port, bot_cpu.is_some());
-    }
+    // The side first, for a person too: a model plays the fighter it was trained as.
     let side = spec.resolve_side(args.terms.side)?;
+    if let Some(human_port) = args.human_port {
+        return play_against_person(&spec, &args, task, side, human_port, bot_cpu.is_some());
+    }
     if args.backend == Backend::Dolphin && side != Side::Fox {
         bail!("in Dolphin the bot plays Fox (so far), and this one plays {side}: a {side} model plays there as the opponent, --opponent model:FILE beside a Fox --model");
     }
-    let (cpu_level, rival) = resolve_opponent(args.terms.opponent.as_ref(), args.terms.cpu_level, side, task, spec.action_set(task)?)?;
+    let (cpu_level, rival) = resolve_opponent(args.terms.opponent.as_ref(), args.token.as_deref(), args.terms.cpu_level, side, task, spec.action_set(task)?)?;
     let epsilon = resolve_epsilon(args.terms.epsilon, &spec, rival.as_ref());
     let m = Matches { task, side, cpu_level, rival, bot_cpu, episodes: args.episodes, seed: args.seed, epsilon };
-    let results = match args.backend {
+    match args.backend {
         Backend::Sim => {
             let as_side = if side == Side::Fox { String::new() } else { format!(" as {side}") };
             eprintln!("playing {} episodes ({}) of {label}{as_side}, {} on the simulator", args.episodes, task.name(), m.opponent_label());
-            play_many(&spec, &m)?
+            let results = play_many(&spec, &m)?;
+            print_episodes(&args, &m, &results);
+            println!("{}", report(&label, &m, &results));
+            Ok(())
         }
         Backend::Dolphin if bot_cpu.is_some() => {
             bail!("--policy cpu runs on the simulator only (in Dolphin, Melee's own CPU would need a controller port of its own)")
@@ -335,39 +347,41 @@ pub fn play(args: PlayArgs) -> anyhow::Result<()> {
                 Some(r) => format!("{} on the opponent's port", r.label),
             };
             eprintln!("playing {} episodes ({}) of {label} against {against} in Dolphin", args.episodes, task.name());
-            play_dolphin(&spec, &args, &m)?
-        }
-    };
-    if !args.quiet {
-        for (i, r) in results.iter().enumerate() {
-            let what = match r.end {
-                EpisodeEnd::TimeLimit => "survived the full minute".to_string(),
-                EpisodeEnd::Hit => format!("hit after {} frames", r.frames),
-                EpisodeEnd::StockLost => format!("lost a stock after {} frames", r.frames),
-                EpisodeEnd::GameOver => format!("game over after {} frames", r.frames),
-            };
-            let t = r.tally;
-            let fight = match task {
-                Task::Fight => {
-                    format!(", {:?}: stocks {}-{}, damage {:.0}-{:.0} %", t.outcome(), t.stocks_taken, t.stocks_lost, t.damage_dealt, t.damage_taken)
-                        .to_lowercase()
-                }
-                Task::Untouchable => String::new(),
-            };
-            println!("episode {:>4} (seed {}): {what}, reward {:.2}{fight}", i + 1, args.seed + i as u64, r.reward);
+            play_dolphin(&spec, &args, &m, &label)
         }
     }
-    println!("{}", report(&label, &m, &results));
-    Ok(())
+}
+
+/// The line of each episode played, unless `--quiet`.
+fn print_episodes(args: &PlayArgs, m: &Matches, results: &[EpisodeResult]) {
+    if args.quiet {
+        return;
+    }
+    for (i, r) in results.iter().enumerate() {
+        let what = match r.end {
+            EpisodeEnd::TimeLimit => "survived the full minute".to_string(),
+            EpisodeEnd::Hit => format!("hit after {} frames", r.frames),
+            EpisodeEnd::StockLost => format!("lost a stock after {} frames", r.frames),
+            EpisodeEnd::GameOver => format!("game over after {} frames", r.frames),
+        };
+        let t = r.tally;
+        let fight = match m.task {
+            Task::Fight => {
+                format!(", {:?}: stocks {}-{}, damage {:.0}-{:.0} %", t.outcome(), t.stocks_taken, t.stocks_lost, t.damage_dealt, t.damage_taken).to_lowercase()
+            }
+            Task::Untouchable => String::new(),
+        };
+        println!("episode {:>4} (seed {}): {what}, reward {:.2}{fight}", i + 1, args.seed + i as u64, r.reward);
+    }
 }
 
 pub fn eval(args: EvalArgs) -> anyhow::Result<()> {
-    let net = load_model(&args.model)?;
+    let net = load_model(&args.model, args.token.as_deref())?;
     let version = net.meta().model_version;
     let spec = PolicySpec::Model(Box::new(net));
     let task = args.terms.task.map_or_else(|| spec.default_task(), Task::from);
     let side = spec.resolve_side(args.terms.side)?;
-    let (cpu_level, rival) = resolve_opponent(args.terms.opponent.as_ref(), args.terms.cpu_level, side, task, spec.action_set(task)?)?;
+    let (cpu_level, rival) = resolve_opponent(args.terms.opponent.as_ref(), args.token.as_deref(), args.terms.cpu_level, side, task, spec.action_set(task)?)?;
     let epsilon = resolve_epsilon(args.terms.epsilon, &spec, rival.as_ref());
     let m = Matches { task, side, cpu_level, rival, bot_cpu: None, episodes: args.episodes, seed: args.seed, epsilon };
     let how = if epsilon > 0.0 { format!("epsilon-greedily ({epsilon})") } else { "greedily".to_string() };

@@ -28,7 +28,8 @@
 //! | `slot_N` | what port N's slot (1..=4) starts as: `human`, `cpu` or `off` (human when plugged) |
 //! | `human_character` | the character a person's stand-in picks, by name, or several separated by commas: match k (counted from 0, every match started) gets the k-th, modulo their number, so the person changes character between matches (Luigi) |
 //! | `human_wait` | frames the stand-in's hand rests at every visit of character select before it moves: a person who takes their time (0) |
-//! | `human_mistake` | `toggle`: at its first visit the stand-in, its coin down, presses its own HMN/CPU toggle by mistake (its slot becomes a CPU) and starts that match; at the next visit it sets the slot back to HMN (none) |
+//! | `human_mistake` | at its first visit, its coin down, the stand-in: `toggle`: presses its own HMN/CPU toggle by mistake (its slot becomes a CPU) and starts that match, and at the next visit sets the slot back to HMN; `bot_toggle`: presses the bot's HMN/CPU toggle (the bot's slot becomes a CPU) and START the frame after (none) |
+//! | `human_unplug` | frames the person's controller is unplugged at the start of the first visit of character select: the hand's state 3, its human slot turned to CPU (0) |
 //! | `human_level` | the level at which the simulator's CPU plays the person's side (5) |
 //! | `stage_load_ms` | the frame counter stands still this long once the stage is chosen, as during Melee's stage load (0) |
 //! | `pace` | `lockstep`: once a bot has connected, one frame per `FLUSH` on every connected pipe (Slippi's blocking pipes; before that the boot runs free at `fps` and waits on its last frame); `free`: `fps` frames a second whatever the bot does, like upstream Dolphin (lockstep) |
@@ -44,7 +45,7 @@
 mod layout;
 mod menus;
 
-use menus::{MenuScenario, Menus, Plug, Screen};
+use menus::{MenuScenario, Menus, Mistake, Plug, Screen};
 use shine_bridge::dolphin::sys::SharedRamWriter;
 use shine_bridge::pad::{parse_line, Command};
 use shine_bridge::ram::{addr, RamMut, SIM_WINDOW};
@@ -82,7 +83,8 @@ fn parse_scenario(text: &str) -> Result<Scenario, String> {
             slots: [None; 4],
             human_icons: vec![icon_by_name("Luigi").expect("Luigi is on the grid")],
             human_wait: 0,
-            human_mistake: false,
+            human_mistake: Mistake::None,
+            human_unplug: 0,
             human_level: 5,
         },
         stage_load: Duration::ZERO,
@@ -123,11 +125,13 @@ fn parse_scenario(text: &str) -> Result<Scenario, String> {
             "human_wait" => s.menus.human_wait = v.parse().map_err(|_| bad())?,
             "human_mistake" => {
                 s.menus.human_mistake = match v {
-                    "toggle" => true,
-                    "none" => false,
+                    "toggle" => Mistake::Toggle,
+                    "bot_toggle" => Mistake::BotToggle,
+                    "none" => Mistake::None,
                     _ => return Err(bad()),
                 }
             }
+            "human_unplug" => s.menus.human_unplug = v.parse().map_err(|_| bad())?,
             "human_level" => s.menus.human_level = v.parse().ok().filter(|l| (1..=9).contains(l)).ok_or_else(bad)?,
             "stage_load_ms" => s.stage_load = Duration::from_millis(v.parse().map_err(|_| bad())?),
             "pace" => s.lockstep = v == "lockstep",

@@ -14,11 +14,15 @@
 //! `Pipe/...`, or `SIDeviceN = 12`, the GameCube controller adapter) is played by a
 //! stand-in for a person: at each visit of character select it rests `human_wait`
 //! frames, then its hand takes its coin to that match's `human_character` (calling the
-//! coin back first when it is down on another), sets its slot back to HMN if a CPU (or,
-//! at the first visit with `human_mistake = toggle`, presses that toggle by mistake),
-//! and presses START once the banner shows; on stage select it steers the cursor to
+//! coin back first when it is down on another), sets its slot back to HMN if it is not,
+//! and presses START once the banner shows and the bot's slot reads HMN; on stage select it steers the cursor to
 //! Final Destination and presses A. In the match the simulator's CPU plays that side at
-//! `human_level`.
+//! `human_level`. At its first visit it can make one mistake ([`Mistake`]): press its
+//! own HMN/CPU toggle and start that match, or press the bot's toggle and START at
+//! once; and its controller can be unplugged for a while (`human_unplug`), which the
+//! game shows as the decompilation says (`mncharsel.c`): the hand's state 3, the hand
+//! hidden and sent home, a coin in hand let go, a human slot turned to CPU; no input
+//! from that port until it is plugged back in.
 //!
 //! Hands move by their port's stick (Melee's dead zone, [`HAND_SPEED`] units a frame at
 //! full tilt); menus act on presses (a button down now and up the frame before).
@@ -68,7 +72,23 @@ pub struct MenuScenario {
     pub human_icons: Vec<u8>,
     pub human_level: u8,
     pub human_wait: u32,
-    pub human_mistake: bool,
+    pub human_mistake: Mistake,
+    /// Frames the person's controller is unplugged at the start of its first visit of
+    /// character select (0: never).
+    pub human_unplug: u32,
+}
+
+/// The mistake the person's stand-in makes at its first visit of character select,
+/// its coin down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mistake {
+    None,
+    /// Presses its own HMN/CPU toggle (its slot becomes a CPU) and starts that match;
+    /// sets it back to HMN at the next visit.
+    Toggle,
+    /// Presses the bot's HMN/CPU toggle (the bot's slot becomes a CPU) and START the
+    /// frame after, before the bot's hand can set it back.
+    BotToggle,
 }
 
 /// What plugs a port.
@@ -95,6 +115,8 @@ struct Port {
     /// Slot type byte: human, CPU, off.
     slot: u8,
     level: u8,
+    /// A person's controller pulled out (the hand's state 3, no input).
+    unplugged: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -178,6 +200,7 @@ impl Menus {
             icon: lay::NO_ICON,
             slot: scen.slots[p].unwrap_or(if plugs[p] != Plug::Nothing { HUMAN } else { OFF }),
             level: scen.cpu_level_start,
+            unplugged: false,
         });
         let missed_left = scen.missed_pauses;
         Menus {
@@ -212,12 +235,13 @@ impl Menus {
     /// its stand-in's pad here).
     pub fn frame(&mut self, pipes: &[Option<Pad>; 4]) {
         let mut pads = *pipes;
-        for p in 0..4 {
+        self.css_frames = if matches!(self.screen, Screen::Css) { self.css_frames.saturating_add(1) } else { 0 };
+        for (p, pad) in pads.iter_mut().enumerate() {
             if self.ports[p].plug == Plug::Person {
-                pads[p] = Some(self.stand_in_pad(p));
+                self.plug_in_or_out(p);
+                *pad = (!self.ports[p].unplugged).then(|| self.stand_in_pad(p));
             }
         }
-        self.css_frames = if matches!(self.screen, Screen::Css) { self.css_frames.saturating_add(1) } else { 0 };
         let pads = &pads;
         let prev = self.prev;
         let pressed = move |p: usize, b: Button| pads[p].is_some_and(|pad| pad.pressed(b) && !prev[p].pressed(b));
@@ -264,6 +288,31 @@ impl Menus {
         self.prev = pads.map(|pad| pad.unwrap_or(Pad::NEUTRAL));
     }
 
+    /// The person's controller on port `p`: pulled out for the first `human_unplug`
+    /// frames of its first visit of character select, then put back. Pulled out, the
+    /// game does what `mncharsel.c` does once: the hand goes to its corner and hides,
+    /// lets go of what it grabs (a coin not on a character goes back to its slot), and
+    /// a human slot becomes a CPU.
+    fn plug_in_or_out(&mut self, p: usize) {
+        let n = self.scen.human_unplug;
+        let out = n > 0 && matches!(self.screen, Screen::Css) && self.matches == 0 && self.css_frames <= n;
+        let port = &mut self.ports[p];
+        if out && !port.unplugged {
+            eprintln!("peer: the person's controller is unplugged, as the scenario asks");
+            port.hand = (15.0 * p as f32 - 31.0, -21.5);
+            if port.grab == Some(Grab::Coin) {
+                port.icon = port.placed.unwrap_or(lay::NO_ICON);
+            }
+            port.grab = None;
+            if port.slot == HUMAN {
+                port.slot = CPU;
+            }
+        } else if !out && port.unplugged {
+            eprintln!("peer: the person's controller is plugged back in");
+        }
+        port.unplugged = out;
+    }
+
     /// The person's stand-in (the module's doc says what it does): one frame's pad.
     fn stand_in_pad(&mut self, p: usize) -> Pad {
         let port = self.ports[p];
@@ -285,19 +334,39 @@ impl Menus {
                     }
                     return toward(port.hand, lay::icon_centre(want)).unwrap_or_else(|| tap(Button::A));
                 }
-                let mistake_now = self.scen.human_mistake && self.mistake_at.is_none();
-                if mistake_now && port.slot != HUMAN {
-                    // The mistake is made: remember when, and leave the slot as it is.
-                    self.mistake_at = Some(self.matches);
-                    eprintln!("peer: the person's stand-in pressed its HMN/CPU toggle by mistake");
-                    return Pad::NEUTRAL;
+                // The mistake, once, at the first visit (the match index then).
+                let mistake_now = self.mistake_at.is_none() && self.matches == 0;
+                match self.scen.human_mistake {
+                    Mistake::Toggle if mistake_now && port.slot != HUMAN => {
+                        // Made: remember when, and leave the slot as it is.
+                        self.mistake_at = Some(self.matches);
+                        eprintln!("peer: the person's stand-in pressed its HMN/CPU toggle by mistake");
+                        return Pad::NEUTRAL;
+                    }
+                    Mistake::Toggle if mistake_now => return toward(port.hand, lay::toggle(p)).unwrap_or_else(|| tap(Button::A)),
+                    Mistake::BotToggle if mistake_now => {
+                        let Some(bot) = (0..4).find(|&q| self.ports[q].plug == Plug::Pipe) else { return Pad::NEUTRAL };
+                        if self.ports[bot].slot == HUMAN {
+                            return toward(port.hand, lay::toggle(bot)).unwrap_or_else(|| tap(Button::A));
+                        }
+                        // The bot's slot is a CPU now: START at once, while its hand is
+                        // still on its way to set it back.
+                        self.mistake_at = Some(self.matches);
+                        eprintln!("peer: the person's stand-in pressed the bot's HMN/CPU toggle and START");
+                    }
+                    _ => {}
                 }
-                // The toggle pressed: by mistake now, or at a later visit to set it back.
-                let fix = port.slot != HUMAN && self.mistake_at.is_some_and(|m| m < self.matches);
-                if mistake_now || fix {
+                // Its own slot back to HMN whenever it is not (after an unplug, which
+                // turned it to CPU), except in the visit of its toggle mistake.
+                let keeps_mistake = self.scen.human_mistake == Mistake::Toggle && self.mistake_at == Some(self.matches);
+                if port.slot != HUMAN && !keeps_mistake {
                     return toward(port.hand, lay::toggle(p)).unwrap_or_else(|| tap(Button::A));
                 }
-                if self.banner == 0 {
+                // Like a person who looks at the screen: START once the banner shows
+                // and the bot's slot reads HMN (its hand is setting it back otherwise),
+                // except in the visit of its mistake.
+                let bot_is_human = (0..4).filter(|&q| self.ports[q].plug == Plug::Pipe).all(|q| self.ports[q].slot == HUMAN);
+                if self.banner == 0 && (bot_is_human || self.mistake_at == Some(self.matches)) {
                     tap(Button::Start)
                 } else {
                     Pad::NEUTRAL
@@ -500,7 +569,7 @@ impl Menus {
             Screen::Css => {
                 for (p, port) in self.ports.iter().enumerate() {
                     let h = HANDS + 0x100 * p as u32;
-                    let state = match (port.plugged(), port.grab) {
+                    let state = match (port.plugged() && !port.unplugged, port.grab) {
                         (false, _) => lay::STATE_UNPLUGGED,
                         (true, Some(_)) => lay::STATE_GRABBING,
                         (true, None) if lay::GRID_BAND.contains(&port.hand.1) => lay::STATE_OVER_GRID,
@@ -533,12 +602,9 @@ impl Menus {
                     let (_, external, internal) = lay::GRID[usize::from(*icon)];
                     let b = static_block(*p);
                     let _ = w.set_u32(b + static_player::CHARACTER, u32::from(external));
-                    if self.ports[*p].plug == Plug::Person {
-                        // Who plays a person's port: their slot's type (a CPU after a
-                        // toggle pressed by mistake), which the navigator checks. Other
-                        // ports keep the simulator's bytes, which tests compare whole.
-                        let _ = w.set_u32(b + static_player::SLOT_TYPE, u32::from(self.ports[*p].slot));
-                    }
+                    // Who plays each port: its slot's type (a CPU after a toggle pressed
+                    // by mistake), which the navigator checks.
+                    let _ = w.set_u32(b + static_player::SLOT_TYPE, u32::from(self.ports[*p].slot));
                     if let Ok(f) = sim.ram().u32(b + static_player::FIGHTER_PTR) {
                         let _ = w.set_u32(f + fighter::INTERNAL_CHARACTER, u32::from(internal));
                     }
