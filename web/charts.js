@@ -217,8 +217,8 @@ export function buildCharts() {
 }
 
 // Draws c.lines(): each { pts (samples, oldest first), key, label, color, dashed }.
-// Returns them with `points`, how many values each drew, and `t0`, `t1`, the times of
-// its first and last (null: none).
+// Returns them with `points`, how many values each drew, `segments`, how many line
+// segments it stroked, and `t0`, `t1`, the times of its first and last (null: none).
 export function drawChart(c) {
   const { ctx, w, h } = setupCanvas(c.canvas);
   ctx.clearRect(0, 0, w, h);
@@ -280,6 +280,9 @@ export function drawChart(c) {
     ctx.lineWidth = 1.8;
     ctx.setLineDash(s.dashed ? [5, 4] : []);
     const parts = stretches(c, s.pts, s.key);
+    // Read by the browser tests: the segments this line stroked (where lines overlap,
+    // one covers another's pixels, so what was drawn is counted, not seen).
+    s.segments = parts.reduce((n, part) => n + part.length - 1, 0);
     ctx.beginPath();
     for (const part of parts) part.forEach((p, k) => (k === 0 ? ctx.moveTo(X(p.t), Y(p.v)) : ctx.lineTo(X(p.t), Y(p.v))));
     ctx.stroke();
@@ -365,6 +368,7 @@ export function drawCompare() {
     lines.forEach((s, i) => {
       const d = c.legendEl.children[i].dataset;
       d.points = String(s.points);
+      d.segments = String(s.segments);
       d.t0 = s.t0 === null ? "" : String(s.t0);
       d.t1 = s.t1 === null ? "" : String(s.t1);
     });
