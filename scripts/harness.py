@@ -54,6 +54,13 @@ def get_json(url, timeout=20):
     return json.load(urllib.request.urlopen(url, timeout=timeout))
 
 
+def post_json(url, token, timeout=20):
+    """POST url with the bearer token and no body (the manager's pause and resume); its
+    JSON answer."""
+    request = urllib.request.Request(url, method="POST", headers={"Authorization": f"Bearer {token}"})
+    return json.load(urllib.request.urlopen(request, timeout=timeout))
+
+
 def download(url, path, timeout=60):
     """The body of GET url into the file path."""
     body = urllib.request.urlopen(url, timeout=timeout).read()
@@ -158,6 +165,13 @@ class Fleet:
         worker = subprocess.Popen(command, stdout=open(log, "w"), stderr=subprocess.STDOUT, cwd=ROOT)
         self.workers.append(worker)
         return worker
+
+    def stop_worker(self, worker):
+        """SIGTERM to one worker, not waited for: it hands over what its run still takes
+        and exits on its own while the others run on; stop() reaps it with them (and a
+        second SIGTERM there makes one still waiting quit at once)."""
+        if worker.poll() is None:
+            worker.send_signal(signal.SIGTERM)
 
     def stop(self):
         """SIGTERM to the workers, each waited for, then to the manager (which writes its
