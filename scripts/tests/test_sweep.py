@@ -156,6 +156,12 @@ class ManagerCheck(unittest.TestCase):
         for s in says:
             self.assertIn(s, message)
 
+    def test_the_shipped_grids_pass(self):
+        for path in ("configs/sweep-lr.toml", "scripts/tests/small-grid.toml"):
+            g = grid.read(os.path.join(ROOT, path), ROOT)
+            grid.check(g, os.path.join(BIN, "shine-manager"))
+            self.assertEqual(len(g.runs()), 4, path)
+
     def test_an_unknown_key_or_a_bad_value_names_the_line(self):
         self.refused("dqn.lrr = [0.1]", ["dqn.lrr = 0.1", "the manager refuses it", "unknown field `lrr`"])
         self.refused("dqn.gamma = [0.99, 1.5]", ["dqn.gamma = 1.5", "gamma = 1.5 must be in (0, 1]"])
