@@ -635,23 +635,27 @@ def train_sweep(args, g, runs, todo, state, state_path, bindir, out):
                 continue
             session[1] = time.time()
             minutes = trained_minutes(state["sessions"], session[1])
-            for name in list(todo):
+            ending = []
+            for name in todo:
                 r = listing[name]
                 reason = (f"{limit // 60} min {limit % 60} s trained" if minutes * 60 >= limit else
                           f"its evaluation window reached {args.stop_at:g}" if args.stop_at is not None and (r["eval_survival"] or 0) >= args.stop_at else
                           f"{args.stop_at_steps} train steps counted" if args.stop_at_steps and r["train_steps"] >= args.stop_at_steps else None)
                 if reason:
+                    ending.append(name)
                     finish_run(url, token, out, name, reason, state, minutes)
-                    todo.remove(name)
-                    # Its workers go (a paused run takes no more uploads: each gives up
-                    # on its last within 15 s, meanwhile the others train on), and as
-                    # many start for the runs furthest behind.
-                    for p in [p for p, run in members.items() if run == name]:
-                        fleet.stop_worker(p)
-                        del members[p]
-                        if todo:
-                            steps = {n: listing[n]["train_steps"] for n in todo}
-                            start_worker(pick_run(todo, Counter(members.values()), steps))
+            # Their workers go (a paused run takes no more uploads: each gives up on its
+            # last within 15 s, meanwhile the others train on), and as many start for the
+            # runs still training, furthest behind first.
+            todo[:] = [n for n in todo if n not in ending]
+            freed = [p for p, run in members.items() if run in ending]
+            for p in freed:
+                fleet.stop_worker(p)
+                del members[p]
+            if todo:
+                steps = {n: listing[n]["train_steps"] for n in todo}
+                for _ in freed:
+                    start_worker(pick_run(todo, Counter(members.values()), steps))
             save_state(state_path, state)
             if todo and time.time() - last_line >= 60:
                 last_line = time.time()
@@ -703,35 +707,46 @@ def sweep_table(g, runs, out, args):
         with open(os.path.join(out, "runs", name, "run.json")) as f:
             views[name] = json.load(f)
     by_setting = {i: [name for name, j, _ in runs if j == i] for i in range(len(points))}
+    # A seed that never got to 90 % counts as later than any that did.
     never = float("inf")
 
-    def steps_at_90(names, figure):
+    def median(values):
+        """The middle value, or the mean of the middle two; "never" when one of them
+        is (half the seeds or more never got there)."""
+        v = sorted(values)
+        middle = v[(len(v) - 1) // 2:len(v) // 2 + 1]
+        return never if never in middle else sum(middle) / len(middle)
+
+    def at_90(names, figure):
+        """The seeds' (train steps, minutes) when `figure` first reached 90 %, and how
+        many got there."""
         got = [getattr(results[n], figure) for n in names]
-        return sorted(f[1] if f else never for f in got), sorted(f[0] if f else never for f in got), sum(1 for f in got if f)
+        return [f[1] if f else never for f in got], [f[0] if f else never for f in got], sum(1 for f in got if f)
 
     def finals(names):
-        return sorted(results[n].final for n in names if results[n].final is not None)
+        return [results[n].final for n in names if results[n].final is not None]
 
     def key(i):
         if g.sort == "final":
             f = finals(by_setting[i])
-            return -statistics.median_low(f) if f else never
-        return statistics.median_low(steps_at_90(by_setting[i], g.sort)[0])
+            return -median(f) if f else never
+        return median(at_90(by_setting[i], g.sort)[0])
 
     shapes = {}
     for i in range(len(points)):
         shapes.setdefault(grid.shape(views[by_setting[i][0]]["settings"]), []).append(i)
-    letters = {shape: "alone" if shape is None else chr(ord("A") + k) for k, shape in enumerate(s for s in shapes if s is not None)}
+    letters = {shape: chr(ord("A") + k) for k, shape in enumerate(s for s in shapes if s is not None)}
     letters[None] = "alone"
     group_of = {i: letters[shape] for shape, members in shapes.items() for i in members}
 
     def first(names, figure):
-        step_list, minute_list, reached = steps_at_90(names, figure)
+        steps, minutes, reached = at_90(names, figure)
+        show = lambda v: "never" if v == never else f"{v:,.0f}"
         if not reached:
-            return f"never (0 of {len(names)})"
-        show = lambda v, f: "never" if v == never else f(v)
-        return (f"{show(statistics.median_low(step_list), lambda v: f'{v:,}')} steps, minute {show(statistics.median_low(minute_list), lambda v: f'{v:.1f}')} "
-                f"({show(step_list[0], lambda v: f'{v:,}')} to {show(step_list[-1], lambda v: f'{v:,}')} steps; {reached} of {len(names)})")
+            return f"never; 0 of {len(names)}"
+        m = median(minutes)
+        return (f"{show(median(steps))}{' steps' if m != never else ''} ({show(min(steps))} to {show(max(steps))})"
+                f"{f', minute {m:.1f}' if m != never else ''}; {reached} of {len(names)}")
 
     constant = [f"{a.key} = {grid.toml_value(a.values[0])}" for a in g.axes if len(a.values) == 1]
     limit = args.seconds if args.seconds is not None else int(args.minutes * 60)
@@ -739,14 +754,14 @@ def sweep_table(g, runs, out, args):
              + (f", --stop-at-steps {args.stop_at_steps}" if args.stop_at_steps else ""))
     lines = [f"## sweep {args.grid}: {len(points)} settings x {len(g.seeds)} seeds ({', '.join(map(str, g.seeds))}) of {os.path.relpath(g.base)}"
              f"{'; every run: ' + ', '.join(constant) if constant else ''}; each run stopped at {stops}; sorted by {grid.FIGURES[g.sort]}\n",
-             "| setting | group | evaluation window first >= 90 %: median (spread) | last minute's models first >= 90 % | final model at level 9: median (spread) | train steps (median) |",
+             "| setting | group | evaluation window first >= 90 %: median train steps (spread), minute; seeds there | last minute's models first >= 90 % | final model at level 9: median (spread) | train steps (median) |",
              "|---|---|---|---|---|---:|"]
     for i in sorted(range(len(points)), key=lambda i: (key(i), i)):
         names = by_setting[i]
         f = finals(names)
-        final = f"{statistics.median_low(f):.1f} % ({f[0]:.1f} to {f[-1]:.1f}; {len(f)} runs)" if f else "(no evaluation)"
-        steps = statistics.median_low(sorted(views[n]["train_steps"] for n in names))
-        lines.append(f"| {grid.label(points[i])} | {group_of[i]} | {first(names, 'window')} | {first(names, 'models')} | {final} | {steps:,} |")
+        final = f"{median(f):.1f} % ({min(f):.1f} to {max(f):.1f}; {len(f)} runs)" if f else "(no evaluation)"
+        steps = median([views[n]["train_steps"] for n in names])
+        lines.append(f"| {grid.label(points[i])} | {group_of[i]} | {first(names, 'window')} | {first(names, 'models')} | {final} | {steps:,.0f} |")
     grouped = sorted({tuple(v["group"]) for v in views.values() if v.get("group")})
     lines.append("")
     lines.append(f"group: the settings of one letter share what a grouped step needs ({', '.join(grid.SHAPE_KEYS)}) and can train as "

@@ -204,6 +204,10 @@ def read(path, root="."):
                 raise GridError(where, f"{key}.{next(iter(values))}: a setting is SECTION.KEY, one dot")
             if not isinstance(values, list) or not values:
                 raise GridError(where, f"{key} = {toml_value(values)}: give the values to try as a list, e.g. {key} = [{toml_value(values)}]")
+            try:
+                toml_value(values)
+            except TypeError:
+                raise GridError(where, f"{key}: a date or time is no value a run setting takes")
             if any(a == b for a, b in itertools.combinations(values, 2)):
                 raise GridError(where, f"{key} = {toml_value(values)}: a value twice")
             # (A key inside an inline table, dqn = { lr = [...] }, has its table's line.)

@@ -77,6 +77,7 @@ class GridFile(unittest.TestCase):
         self.refused(self.GOOD + "dqn.gamma = 0.9\n", 5, "dqn.gamma = 0.9", "as a list")
         self.refused(self.GOOD + "dqn.gamma = []\n", 5, "dqn.gamma = []")
         self.refused(self.GOOD + "dqn.gamma = [0.9, 0.99, 0.9]\n", 5, "a value twice")
+        self.refused(self.GOOD + "dqn.gamma = [1979-05-27]\n", 5, "a date or time")
         self.refused(self.GOOD + "[grid.trainer]\nburn_in = [1, 3]\nsamples_per_insert = 2.0\n", 7, "trainer.samples_per_insert")
         self.refused(self.GOOD + "dqn.gamma = = 1\n", 5, "not valid TOML")
         self.refused('base = "configs/learn.toml"\nseeds = [1]\n', "", "no [grid]")
