@@ -906,7 +906,7 @@ def parser(name):
             "a finished run is paused and its model, curve and settings kept. The same command again resumes a stopped or "
             "crashed sweep from the runs' checkpoints, without training a finished run again. Then each run's final model is "
             "evaluated and the table written: one row per setting, the median and spread over its seeds of when the "
-            "evaluation window and the last minute's models first reached 90 %% and of the final evaluation, sorted by the "
+            "evaluation window and the last minute's models first reached 90 % and of the final evaluation, sorted by the "
             "grid's `sort`. A grid file with an unknown key or a bad value is refused, naming its line, before anything "
             "starts. Writes OUT/summary.md (the table), OUT/curves.csv (every run's curve), OUT/runs/RUN/ (run.json: its "
             "settings and counters from GET /api/v1/runs/RUN; curve.csv, final.safetensors, result.txt), OUT/sweep.json "
