@@ -24,7 +24,7 @@ sys.path.insert(0, SCRIPTS)
 
 import experiment  # noqa: E402
 import grid  # noqa: E402
-from harness import HANG_SECS  # noqa: E402
+from harness import HANG_SECS, alive  # noqa: E402
 
 BIN = os.environ.get("SHINE_BIN")
 needs_bin = unittest.skipUnless(BIN, "SHINE_BIN (a folder with shine-manager and shine-worker) is not set")
@@ -237,6 +237,40 @@ class Resume(unittest.TestCase):
         summary = contents(os.path.join(out, "summary.md"))
         for setting in ("trainer.burn_in = 500", "trainer.burn_in = 900000"):
             self.assertRegex(summary, rf"(?m)^\| {setting} \| ", summary)
+
+    def test_a_killed_driver_takes_its_manager_and_workers_with_it(self):
+        # Else they would train on, holding the port and the data folder that the
+        # sweep, started again, needs.
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        path = os.path.join(tmp.name, "grid.toml")
+        with open(path, "w") as f:
+            f.write('base = "configs/learn.toml"\nseeds = [1, 2]\n[grid]\ntrainer.burn_in = [900000]\n')
+        out = os.path.join(tmp.name, "out")
+        log = open(os.path.join(tmp.name, "driver.log"), "w")
+        self.addCleanup(log.close)
+        driver = subprocess.Popen(sweep_command(path, out, "--minutes", "10"), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                  start_new_session=True)
+        self.addCleanup(lambda: driver.poll() is None and os.killpg(driver.pid, signal.SIGKILL))
+        deadline = time.monotonic() + HANG_SECS
+        while True:
+            self.assertLess(time.monotonic(), deadline, "the sweep did not start its workers")
+            self.assertIsNone(driver.poll(), contents(os.path.join(tmp.name, "driver.log")))
+            try:
+                state = json.loads(contents(os.path.join(out, "sweep.json")))
+                if state["sessions"] and all(r["workers_started"] for r in state["runs"].values()):
+                    break
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.5)
+        children = [int(p) for p in contents(f"/proc/{driver.pid}/task/{driver.pid}/children").split()]
+        self.assertEqual(len(children), 3, "the manager and a worker for each of the two runs")
+        driver.kill()
+        driver.wait(timeout=HANG_SECS)
+        deadline = time.monotonic() + HANG_SECS
+        while any(alive(p) for p in children):
+            self.assertLess(time.monotonic(), deadline, f"still running after the driver was killed: {[p for p in children if alive(p)]}")
+            time.sleep(0.2)
 
     def wait_for_finished(self, proc, out, run, tmp):
         """sweep.json once it says `run` finished (the driver writes it whole)."""
