@@ -45,9 +45,7 @@ if [ ! -f web/tests/node_modules/playwright-core/package.json ]; then
 fi
 
 if [ -n "${SHINE_BIN:-}" ]; then
-    # Absolute: the test itself runs shine-worker from web/tests (scripts/test.sh passes
-    # target/debug, relative to the repository).
-    bin=$(cd "$SHINE_BIN" && pwd)
+    bin=$SHINE_BIN
 else
     . scripts/env.sh
     profile=${SHINE_PROFILE:-debug}
