@@ -8,6 +8,7 @@ Each experiment is a preset of it; the scripts of the same names run them:
     scripts/experiment.py gpu-learn ...             scripts/gpu-learn.sh: a GPU learner and a fleet
     scripts/experiment.py selfplay [MINUTES] ...    scripts/selfplay.sh: two runs against each other
     scripts/experiment.py league SELFPLAY BASELINE  scripts/selfplay-league.sh: the league's table
+    scripts/experiment.py sweep GRID.toml ...       scripts/sweep.sh: a grid of settings and seeds as runs of one manager
 
 `scripts/experiment.py PRESET --help` lists each one's options. docs/learning.md says
 what each measures and docs/lab-notebook.md records the runs.
@@ -23,8 +24,10 @@ import statistics
 import subprocess
 import sys
 import time
+from collections import Counter
 from datetime import datetime, timezone
 
+import grid
 import harness
 from harness import ROOT, get_json
 
@@ -155,7 +158,8 @@ def learn(args):
         secs = max(float(elapsed), 1.0)
         rates = (f"rates: {c['train_steps'] / secs:.0f} train steps/s, {c['transitions_inserted'] / secs:.0f} transitions/s inserted "
                  f"({c['train_steps']:,} steps, {c['transitions_inserted']:,} transitions in {secs:.0f} s)")
-        write_curve(get_json(url + "/api/v1/history/default?max_points=100000", timeout=60), start, os.path.join(data, "curve.csv"))
+        write_curve(get_json(url + "/api/v1/history/default?max_points=100000", timeout=60), lambda t: (t - int(start)) / 60,
+                    os.path.join(data, "curve.csv"))
         final = os.path.join(data, "final.safetensors")
         harness.download(url + "/api/v1/models/latest", final)
 
@@ -180,6 +184,11 @@ def read_curve(path):
         return list(csv.DictReader(f))
 
 
+def read_rows(path):
+    with open(path) as f:
+        return list(csv.reader(f))
+
+
 def first_at_90(curve, column):
     """(minutes, train steps) of the curve's first row where column reached 90 %, or None."""
     r = next((r for r in curve if r.get(column) and float(r[column]) >= 0.9), None)
@@ -191,8 +200,9 @@ def when(first):
     return f"minute {first[0]:.1f} ({first[1]:,} steps)" if first else "never"
 
 
-def write_curve(history, start, path):
-    """The learning curve, from the manager's own time series. eval_survival is the
+def write_curve(history, minutes_of, path):
+    """The learning curve, from the manager's own time series, each sample at
+    minutes_of(its unix time) (learn: minutes since it started). eval_survival is the
     manager's window (its last [stats] recent_episodes = 1,000 evaluation episodes),
     which spans several minutes of models and so trails the models' own level;
     minute_eval_survival is the evaluation episodes of the models published in the 60 s
@@ -214,7 +224,7 @@ def write_curve(history, start, path):
     with open(path, "w") as f:
         f.write("minutes,train_steps,transitions_inserted,model_version,eval_survival,minute_eval_survival,train_survival,episode_reward\n")
         for i, s in enumerate(series):
-            f.write(f"{(s['t'] - int(start)) / 60:.2f},{s['train_steps']},{s['transitions_inserted']},{s['model_version']},"
+            f.write(f"{minutes_of(s['t']):.2f},{s['train_steps']},{s['transitions_inserted']},{s['model_version']},"
                     f"{blank(s['eval_survival'])},{blank(minute_eval(i))},{blank(s['train_survival'])},{blank(s['episode_reward'])}\n")
 
 
@@ -237,36 +247,46 @@ def seeds(args):
     say(seeds_table(out, label, shown, args.stop_at, args.seeds))
 
 
+# The final model's line in a result.txt (shine-worker eval's report): its survival of
+# the Untouchable task, or the fights it won.
+FINAL = re.compile(r"^model v(\d+), .*?: (?:full-minute survival|won) ([\d.]+) % \((\d+)/(\d+)\), 95 % interval ([\d.]+-[\d.]+) %", re.M)
+
+
+class RunResult:
+    """One run's figures, from its folder's curve.csv and result.txt (learn's, or a
+    sweep's run): the minutes trained, when the evaluation window and the last
+    minute's models first reached 90 % (first_at_90's), the final model's evaluation
+    (its percentage, or None) and the rates."""
+
+    def __init__(self, d):
+        curve = read_curve(f"{d}/curve.csv")
+        self.window, self.models = first_at_90(curve, "eval_survival"), first_at_90(curve, "minute_eval_survival")
+        text = open(f"{d}/result.txt").read()
+        self.trained = re.search(r"^training: (\d+) minutes", text, re.M).group(1)
+        m = FINAL.search(text)
+        self.final = float(m.group(2)) if m else None
+        self.final_text = f"v{m.group(1)}: {m.group(2)} % ({m.group(3)}/{m.group(4)}), {m.group(5)} %" if m else "(no evaluation)"
+        r = re.search(r"^rates: (\d+) train steps/s, (\d+) transitions/s", text, re.M)
+        self.rates = (r.group(1), r.group(2)) if r else ("-", "-")
+
+
 def seeds_table(out, label, minutes, stop_at, seeds):
     """The table of several seeds' runs under out/seed-N/, from their curve.csv and
     result.txt: when each first reached 90 %, the final model at level 9, the rates;
     then the medians and the spread."""
     stop_at = "" if stop_at is None else f"{stop_at:g}"
-    rows, firsts, models_firsts = [], [], []
-    for s in seeds:
-        d = f"{out}/seed-{s}"
-        curve = read_curve(f"{d}/curve.csv")
-        first, models_first = first_at_90(curve, "eval_survival"), first_at_90(curve, "minute_eval_survival")
-        text = open(f"{d}/result.txt").read()
-        m = re.search(r"^model v(\d+), CPU level 9: full-minute survival ([\d.]+) % \((\d+)/(\d+)\), 95 % interval ([\d.]+-[\d.]+) %", text, re.M)
-        trained = re.search(r"^training: (\d+) minutes", text, re.M).group(1)
-        final = f"v{m.group(1)}: {m.group(2)} % ({m.group(3)}/{m.group(4)}), {m.group(5)} %" if m else "(no evaluation)"
-        r = re.search(r"^rates: (\d+) train steps/s, (\d+) transitions/s", text, re.M)
-        rates = (r.group(1), r.group(2)) if r else ("-", "-")
-        rows.append((s, trained, first, models_first, final, bool(m) and float(m.group(2)) >= 90.0, rates))
-        firsts.append(first)
-        models_firsts.append(models_first)
+    rows = [(s, RunResult(f"{out}/seed-{s}")) for s in seeds]
     lines = [f"## {label}: {len(seeds)} seeds of scripts/learn.sh {minutes}{' --stop-at ' + stop_at if stop_at else ''}\n",
              "| worker seed | trained (min) | evaluation window first >= 90 % | last minute's models first >= 90 % | final model at level 9 (greedy, seeds 1,000,000..) | train steps/s | transitions/s |",
              "|---:|---:|---|---|---|---:|---:|"]
-    for s, trained, first, models_first, final, _, (sps, tps) in rows:
-        lines.append(f"| {s} | {trained} | {when(first)} | {when(models_first)} | {final} | {sps} | {tps} |")
-    reached = sum(1 for r in rows if r[5])
+    for s, r in rows:
+        lines.append(f"| {s} | {r.trained} | {when(r.window)} | {when(r.models)} | {r.final_text} | {r.rates[0]} | {r.rates[1]} |")
+    reached = sum(1 for _, r in rows if r.final is not None and r.final >= 90.0)
     lines.append(f"\nfinal model >= 90 %: {reached} of {len(rows)} seeds")
     # A seed that never got there counts as later than any that did.
     never = float("inf")
     show = lambda m: f"after {minutes}" if m == never else f"{m:.1f}"
-    for what, got in [("evaluation window", firsts), ("last minute's models", models_firsts)]:
+    for what, got in [("evaluation window", [r.window for _, r in rows]), ("last minute's models", [r.models for _, r in rows])]:
         all_minutes = sorted(f[0] if f else never for f in got)
         lines.append(f"{what} first >= 90 %: median minute {show(statistics.median_low(all_minutes))}, "
                      f"spread {show(all_minutes[0])} to {show(all_minutes[-1])} ({sum(1 for f in got if f)} of {len(got)} seeds got there)")
@@ -467,6 +487,299 @@ def league_table(t):
     return "\n".join(lines)
 
 
+# ---------------------------------------------------------------------------- sweep
+
+
+def sweep(args):
+    """A grid of settings and seeds (scripts/grid.py reads it) as the runs of one
+    manager, each with its own workers, each stopped by its own rules; finished runs
+    are paused, their models, curves and settings kept, and their workers go to the
+    runs that are behind. OUT/sweep.json records what is done, so the same command
+    resumes a stopped or crashed sweep from the runs' checkpoints (a finished run is
+    not trained again). Then each run's final model is evaluated and the table made."""
+    try:
+        g = grid.read(args.grid)
+    except grid.GridError as e:
+        fail(str(e), 2)
+    runs, points = g.runs(), g.points()
+    out = args.out or os.path.join("data", "sweep", os.path.splitext(os.path.basename(args.grid))[0])
+    state_path = os.path.join(out, "sweep.json")
+    state = None
+    if os.path.exists(state_path):
+        with open(state_path) as f:
+            state = json.load(f)
+        if {n: r["setting"] for n, r in state["runs"].items()} != {name: grid.label(points[i], False) for name, i, _ in runs}:
+            fail(f"{out} holds a sweep of other runs or settings ({', '.join(sorted(state['runs']))}): give another --out, or delete {out} "
+                 f"to start again", 2)
+    elif os.path.exists(out) and os.listdir(out):
+        fail(f"{out} is not empty and holds no sweep.json: give another --out, or delete it", 2)
+    bindir = binaries(args)
+    try:
+        grid.check(g, os.path.join(bindir, "shine-manager"), args.device)
+    except grid.GridError as e:
+        fail(str(e), 2)
+
+    if state is None:
+        state = {"grid": args.grid, "sessions": [], "runs": {name: {"setting": grid.label(points[i], False), "seed": seed, "workers_started": 0,
+                                                                 "finished": None} for name, i, seed in runs}}
+    else:
+        print(f"resuming the sweep in {out}: " + ", ".join(f"{n} {'finished' if r['finished'] else 'to train'}" for n, r in state["runs"].items()), flush=True)
+    for name, _, _ in runs:
+        os.makedirs(os.path.join(out, "runs", name), exist_ok=True)
+    os.makedirs(os.path.join(out, "logs"), exist_ok=True)
+    save_state(state_path, state)
+    todo = [name for name, _, _ in runs if not state["runs"][name]["finished"]]
+    if todo:
+        train_sweep(args, g, runs, todo, state, state_path, bindir, out)
+
+    for name, i, seed in runs:
+        d = os.path.join(out, "runs", name)
+        if not os.path.exists(os.path.join(d, "result.txt")):
+            evaluate_run(bindir, d, state["runs"][name]["finished"], args.eval_episodes)
+    # Every run's curve in one file, each row with its run, setting and seed.
+    with open(os.path.join(out, "curves.csv"), "w", newline="") as f:
+        table = csv.writer(f)
+        for n, (name, i, seed) in enumerate(runs):
+            curve = read_rows(os.path.join(out, "runs", name, "curve.csv"))
+            if n == 0:
+                table.writerow(["run", "setting", "seed", *curve[0]])
+            table.writerows([name, grid.label(points[i]), seed, *row] for row in curve[1:])
+    say = Tee(os.path.join(out, "summary.md"))
+    say(sweep_table(g, runs, out, args))
+
+
+def save_state(path, state):
+    """sweep.json written whole or not at all (a crash mid-write keeps the old one)."""
+    with open(path + ".tmp", "w") as f:
+        json.dump(state, f, indent=1)
+    os.replace(path + ".tmp", path)
+
+
+def trained_minutes(sessions, t):
+    """The sweep's training time in minutes at unix time t, over its sessions ([start,
+    last seen] each): a stop or a crash between two sessions counts nothing."""
+    before = 0.0
+    for start, end in sessions:
+        if t < start:
+            break
+        if t <= end:
+            return (before + t - start) / 60
+        before += end - start
+    return before / 60
+
+
+def pick_run(todo, workers_in, steps):
+    """The run a free worker joins: of those still training, the one with the fewest
+    train steps (the furthest behind its share), then the fewest workers, then the
+    first in the grid; at the start, when none has trained, one worker each in turn."""
+    return min(todo, key=lambda r: (workers_in.get(r, 0) > 0, steps.get(r, 0), workers_in.get(r, 0), todo.index(r)))
+
+
+def train_sweep(args, g, runs, todo, state, state_path, bindir, out):
+    """One session: the manager with every run, workers for the runs in `todo`, each
+    run stopped by the rules; returns once every run is finished."""
+    workers = args.workers or len(todo)
+    if workers < len(todo):
+        fail(f"--workers {workers}: {len(todo)} runs to train need at least one worker each", 2)
+    config = os.path.join(out, "manager.toml")
+    with open(config, "w") as f:
+        f.write(open(g.base).read() + "\n# The sweep's runs (scripts/experiment.py sweep " + args.grid + ")\n" + grid.runs_toml(g, runs))
+    token = harness.token()
+    logs = os.path.join(out, "logs")
+    limit = args.seconds if args.seconds is not None else int(args.minutes * 60)
+    with harness.Fleet() as fleet:
+        url = fleet.start_manager([os.path.join(bindir, "shine-manager"), "--config", config, "--data-dir", os.path.join(out, "data"),
+                                   "--listen", f"127.0.0.1:{args.port}", "--token", token, *(["--device", args.device] if args.device else [])],
+                                  os.path.join(logs, f"manager-{len(state['sessions'])}.log"), None if args.port == 0 else f"http://127.0.0.1:{args.port}")
+        listing = {r["name"]: r for r in get_json(url + "/api/v1/runs")["runs"]}
+        for name in state["runs"]:
+            # A finished run stays paused (the manager remembers it too); one the sweep
+            # has not finished trains, even if it was left paused (a crash between the
+            # pause and sweep.json saying finished).
+            finished = bool(state["runs"][name]["finished"])
+            if listing[name]["paused"] != finished:
+                harness.post_json(f"{url}/api/v1/runs/{name}/{'pause' if finished else 'resume'}", token)
+        session = [time.time(), time.time()]
+        state["sessions"].append(session)
+        members = {}  # worker process -> its run
+
+        def start_worker(run):
+            r = state["runs"][run]
+            k = r["workers_started"]
+            r["workers_started"] += 1
+            p = fleet.start_worker([os.path.join(bindir, "shine-worker"), "run", "--manager", url, "--token", token, "--run", run,
+                                    "--envs", args.envs, "--seed", str(r["seed"] + 1000 * k),
+                                    "--spool-dir", os.path.join(out, "spool", f"{run}-{k}")], os.path.join(logs, f"{run}-worker-{k}.log"))
+            members[p] = run
+            print(f"worker {run}-{k} (seed {r['seed'] + 1000 * k}) trains {run}", flush=True)
+
+        steps = {name: listing[name]["train_steps"] for name in todo}
+        for _ in range(workers):
+            start_worker(pick_run(todo, Counter(members.values()), steps))
+        save_state(state_path, state)
+        print(f"sweep of {len(runs)} runs ({len(todo)} to train) with {workers} worker(s) x {args.envs} env(s); each run stops "
+              f"at {limit // 60} min {limit % 60} s of the sweep's training"
+              f"{f', or once its evaluation window reaches {args.stop_at:g}' if args.stop_at is not None else ''}"
+              f"{f', or at {args.stop_at_steps} train steps' if args.stop_at_steps else ''}; "
+              f"the dashboard: {url}/ (logs in {logs})", flush=True)
+
+        last_line = 0.0
+        while todo:
+            time.sleep(2)
+            if fleet.manager.poll() is not None:
+                fail(f"shine-manager exited; see {logs}/manager-{len(state['sessions']) - 1}.log")
+            try:
+                listing = {r["name"]: r for r in get_json(url + "/api/v1/runs")["runs"]}
+            except OSError as e:  # a busy manager: ask again
+                print(f"(no progress: {e})", file=sys.stderr, flush=True)
+                continue
+            session[1] = time.time()
+            minutes = trained_minutes(state["sessions"], session[1])
+            ending = []
+            for name in todo:
+                r = listing[name]
+                reason = (f"{limit // 60} min {limit % 60} s trained" if minutes * 60 >= limit else
+                          f"its evaluation window reached {args.stop_at:g}" if args.stop_at is not None and (r["eval_survival"] or 0) >= args.stop_at else
+                          f"{args.stop_at_steps} train steps counted" if args.stop_at_steps and r["train_steps"] >= args.stop_at_steps else None)
+                if reason:
+                    ending.append(name)
+                    finish_run(url, token, out, name, reason, state, minutes)
+            # Their workers go (a paused run takes no more uploads: each gives up on its
+            # last within 15 s, meanwhile the others train on), and as many start for the
+            # runs still training, furthest behind first.
+            todo[:] = [n for n in todo if n not in ending]
+            freed = [p for p, run in members.items() if run in ending]
+            for p in freed:
+                fleet.stop_worker(p)
+                del members[p]
+            if todo:
+                steps = {n: listing[n]["train_steps"] for n in todo}
+                for _ in freed:
+                    start_worker(pick_run(todo, Counter(members.values()), steps))
+            save_state(state_path, state)
+            if todo and time.time() - last_line >= 60:
+                last_line = time.time()
+                print(f"{minutes:5.1f} min  " + "  ".join(f"{n}: {listing[n]['train_steps']:,} steps, {pct(listing[n]['eval_survival'])}" for n in todo), flush=True)
+        # What the manager says of every run as the session ends (for the record, and
+        # for the resume test: a finished run's counters stay where they were).
+        harness.download(url + "/api/v1/runs", os.path.join(logs, f"runs-{len(state['sessions']) - 1}.json"))
+
+
+def finish_run(url, token, out, name, reason, state, minutes):
+    """A run's end: paused (no more train steps once answered), then its settings and
+    counters (GET /api/v1/runs/{run}), its latest model and its curve kept, and
+    sweep.json told, last (a crash before that leaves it to train again)."""
+    harness.post_json(f"{url}/api/v1/runs/{name}/pause", token)
+    d = os.path.join(out, "runs", name)
+    view = get_json(f"{url}/api/v1/runs/{name}")
+    with open(os.path.join(d, "run.json"), "w") as f:
+        json.dump(view, f, indent=1)
+    harness.download(f"{url}/api/v1/runs/{name}/models/latest", os.path.join(d, "final.safetensors"))
+    sessions = state["sessions"]
+    write_curve(get_json(f"{url}/api/v1/history/{name}?max_points=100000", timeout=60), lambda t: trained_minutes(sessions, t), os.path.join(d, "curve.csv"))
+    state["runs"][name]["finished"] = {"reason": reason, "minutes": minutes, "train_steps": view["train_steps"],
+                                       "transitions_inserted": view["transitions_inserted"]}
+    print(f"{name} finished ({reason}) at minute {minutes:.1f}: {view['train_steps']:,} train steps, model v{view['model_version']}", flush=True)
+
+
+def evaluate_run(bindir, d, finished, episodes):
+    """A finished run's result.txt, as learn writes its own: training, rates, and its
+    final model evaluated greedily against the level-9 CPU."""
+    with open(os.path.join(d, "run.json")) as f:
+        task = json.load(f)["settings"]["game"]["task"]
+    secs = max(finished["minutes"] * 60, 1.0)
+    report = tool(bindir, "eval", "--model", os.path.join(d, "final.safetensors"), "--task", task, "--episodes", str(episodes), "--cpu-level", "9")
+    with open(os.path.join(d, "result.txt"), "w") as f:
+        f.write(f"training: {int(finished['minutes'])} minutes (stopped: {finished['reason']}); evaluation: {episodes} episodes at CPU level 9, seeds 1000000..\n"
+                f"rates: {finished['train_steps'] / secs:.0f} train steps/s, {finished['transitions_inserted'] / secs:.0f} transitions/s inserted "
+                f"({finished['train_steps']:,} steps, {finished['transitions_inserted']:,} transitions in {secs:.0f} s)\n{report}")
+
+
+def sweep_table(g, runs, out, args):
+    """One row per setting: the median and spread over its seeds of when the evaluation
+    window and the last minute's models first reached 90 % and of the final model's
+    evaluation, sorted by the grid's `sort`; the group each setting trains in; then
+    every run's own row."""
+    points = g.points()
+    results = {name: RunResult(os.path.join(out, "runs", name)) for name, _, _ in runs}
+    views = {}
+    for name, _, _ in runs:
+        with open(os.path.join(out, "runs", name, "run.json")) as f:
+            views[name] = json.load(f)
+    by_setting = {i: [name for name, j, _ in runs if j == i] for i in range(len(points))}
+    # A seed that never got to 90 % counts as later than any that did.
+    never = float("inf")
+
+    def median(values):
+        """The middle value, or the mean of the middle two; "never" when one of them
+        is (half the seeds or more never got there)."""
+        v = sorted(values)
+        middle = v[(len(v) - 1) // 2:len(v) // 2 + 1]
+        return never if never in middle else sum(middle) / len(middle)
+
+    def at_90(names, figure):
+        """The seeds' (train steps, minutes) when `figure` first reached 90 %, and how
+        many got there."""
+        got = [getattr(results[n], figure) for n in names]
+        return [f[1] if f else never for f in got], [f[0] if f else never for f in got], sum(1 for f in got if f)
+
+    def finals(names):
+        return [results[n].final for n in names if results[n].final is not None]
+
+    def key(i):
+        if g.sort == "final":
+            f = finals(by_setting[i])
+            return -median(f) if f else never
+        return median(at_90(by_setting[i], g.sort)[0])
+
+    shapes = {}
+    for i in range(len(points)):
+        shapes.setdefault(grid.shape(views[by_setting[i][0]]["settings"]), []).append(i)
+    letters = {shape: chr(ord("A") + k) for k, shape in enumerate(s for s in shapes if s is not None)}
+    letters[None] = "alone"
+    group_of = {i: letters[shape] for shape, members in shapes.items() for i in members}
+
+    def first(names, figure):
+        steps, minutes, reached = at_90(names, figure)
+        show = lambda v: "never" if v == never else f"{v:,.0f}"
+        if not reached:
+            return f"never; 0 of {len(names)}"
+        m = median(minutes)
+        return (f"{show(median(steps))}{' steps' if m != never else ''} ({show(min(steps))} to {show(max(steps))})"
+                f"{f', minute {m:.1f}' if m != never else ''}; {reached} of {len(names)}")
+
+    constant = [f"{a.key} = {grid.toml_value(a.values[0])}" for a in g.axes if len(a.values) == 1]
+    limit = args.seconds if args.seconds is not None else int(args.minutes * 60)
+    stops = (f"{limit // 60} min {limit % 60} s" + (f", --stop-at {args.stop_at:g}" if args.stop_at is not None else "")
+             + (f", --stop-at-steps {args.stop_at_steps}" if args.stop_at_steps else ""))
+    lines = [f"## sweep {args.grid}: {len(points)} settings x {len(g.seeds)} seeds ({', '.join(map(str, g.seeds))}) of {os.path.relpath(g.base)}"
+             f"{'; every run: ' + ', '.join(constant) if constant else ''}; each run stopped at {stops}; sorted by {grid.FIGURES[g.sort]}\n",
+             "| setting | group | evaluation window first >= 90 %: median train steps (spread), minute; seeds there | last minute's models first >= 90 % | final model at level 9: median (spread) | train steps (median) |",
+             "|---|---|---|---|---|---:|"]
+    for i in sorted(range(len(points)), key=lambda i: (key(i), i)):
+        names = by_setting[i]
+        f = finals(names)
+        final = f"{median(f):.1f} % ({min(f):.1f} to {max(f):.1f}; {len(f)} runs)" if f else "(no evaluation)"
+        steps = median([views[n]["train_steps"] for n in names])
+        lines.append(f"| {grid.label(points[i])} | {group_of[i]} | {first(names, 'window')} | {first(names, 'models')} | {final} | {steps:,.0f} |")
+    grouped = sorted({tuple(v["group"]) for v in views.values() if v.get("group")})
+    lines.append("")
+    lines.append(f"group: the settings of one letter share what a grouped step needs ({', '.join(grid.SHAPE_KEYS)}) and can train as "
+                 f"one step on CUDA; \"alone\": a setting that never groups ({', '.join(grid.ALONE_KEYS)}). This grid: "
+                 + ("one group." if set(group_of.values()) == {"A"} else f"{len(set(group_of.values()))} groups of their own."))
+    lines.append("trained as grouped steps: " + "; ".join(", ".join(m) for m in grouped) if grouped else
+                 "trained in turns, each run its own step (no grouped step: the CPU, or [trainer] grouped = false)")
+    lines += ["", "| run | setting | seed | stopped | evaluation window first >= 90 % | last minute's models first >= 90 % | final model | train steps |",
+              "|---|---|---:|---|---|---|---|---:|"]
+    for name, i, seed in runs:
+        r = results[name]
+        with open(os.path.join(out, "runs", name, "result.txt")) as f:
+            stopped = re.search(r"\(stopped: (.*)\)", f.readline()).group(1)
+        lines.append(f"| {name} | {grid.label(points[i])} | {seed} | {stopped} | {when(r.window)} | {when(r.models)} | {r.final_text} | {views[name]['train_steps']:,} |")
+    lines.append(f"\ncurves: {os.path.join(out, 'curves.csv')} (every run's, minutes of the sweep's training); the runs' files: {os.path.join(out, 'runs')}/")
+    return "\n".join(lines)
+
+
 # ---------------------------------------------------------------------------- presets
 
 
@@ -490,6 +803,11 @@ def eval_option(p, what):
     p.add_argument("--eval-episodes", type=positive, default=eval_episodes_default(), metavar="N", help=f"{what} (default 200)")
 
 
+def device_envs_options(p):
+    p.add_argument("--device", metavar="D", help="the manager's training device (shine-manager --device: auto, cpu, cuda, cuda:N; default: the config's)")
+    p.add_argument("--envs", default="1", metavar="E", help="environments per worker (shine-worker --envs: a number or auto; default 1)")
+
+
 def learner_options(p, config="configs/learn.toml"):
     """The options of one learning run (learn), which seeds and gpu-learn pass on."""
     p.add_argument("--seconds", type=positive, metavar="S", help="training time in seconds instead of minutes (a short check)")
@@ -500,8 +818,7 @@ def learner_options(p, config="configs/learn.toml"):
                    help="stop training once the manager's stats count N train steps (checked every 2 s; the stats count in steps of "
                         "the config's [trainer] stats_every): a check that every part ran, whatever the machine's speed, with the "
                         "training time as the limit a hang reaches")
-    p.add_argument("--device", metavar="D", help="the manager's training device (shine-manager --device: auto, cpu, cuda, cuda:N; default: the config's)")
-    p.add_argument("--envs", default="1", metavar="E", help="environments per worker (shine-worker --envs: a number or auto; default 1)")
+    device_envs_options(p)
     bin_option(p)
     eval_option(p, "the final model's evaluation at CPU level 9 and each baseline's")
     p.add_argument("--no-baselines", dest="baselines", action="store_false",
@@ -580,12 +897,40 @@ def parser(name):
         p.add_argument("--matches", type=positive, default=600, metavar="N", help="league matches to play (default 600)")
         p.add_argument("--data", metavar="DIR", default="data/league", help="where the league manager keeps its data (default data/league; emptied)")
         bin_option(p)
+    elif name == "sweep":
+        p = argparse.ArgumentParser(prog=prog, description=(
+            "A sweep: the grid file's settings (every combination of its [grid] values), each once per seed, as the runs of one "
+            "manager on this machine, trained together (as one grouped step on CUDA where their shapes allow, in turns on the "
+            "CPU), each with its own workers on the simulator (at least one a run; the others, and those of a finished run, go "
+            "to the runs furthest behind in train steps). Each run stops by the rules below, counted from the sweep's start; "
+            "a finished run is paused and its model, curve and settings kept. The same command again resumes a stopped or "
+            "crashed sweep from the runs' checkpoints, without training a finished run again. Then each run's final model is "
+            "evaluated and the table written: one row per setting, the median and spread over its seeds of when the "
+            "evaluation window and the last minute's models first reached 90 % and of the final evaluation, sorted by the "
+            "grid's `sort`. A grid file with an unknown key or a bad value is refused, naming its line, before anything "
+            "starts. Writes OUT/summary.md (the table), OUT/curves.csv (every run's curve), OUT/runs/RUN/ (run.json: its "
+            "settings and counters from GET /api/v1/runs/RUN; curve.csv, final.safetensors, result.txt), OUT/sweep.json "
+            "(what is done) and OUT/logs/. docs/learning.md, \"Sweeps\", describes the grid file."))
+        p.add_argument("grid", metavar="GRID.toml", help="the grid file: base, seeds, sort and [grid] (docs/learning.md, \"Sweeps\")")
+        p.add_argument("--minutes", type=float, default=30, metavar="M", help="stop each run after M minutes of the sweep's training (default 30)")
+        p.add_argument("--seconds", type=positive, metavar="S", help="S seconds instead of minutes (a short check)")
+        p.add_argument("--stop-at", type=float, metavar="F",
+                       help="stop a run once its evaluation window reaches F (0.9 = 90 %% survival; GET /api/v1/runs, checked every 2 s)")
+        p.add_argument("--stop-at-steps", type=positive, metavar="N",
+                       help="stop a run once the manager counts N train steps of it (its stats count in steps of [trainer] stats_every): "
+                            "a check that every part ran, whatever the machine's speed, with --minutes as the limit a hang reaches")
+        device_envs_options(p)
+        bin_option(p)
+        eval_option(p, "episodes of each run's final evaluation at CPU level 9")
+        p.add_argument("--workers", type=positive, metavar="N", help="worker processes (default: one per run to train; at least that)")
+        p.add_argument("--port", type=int, default=8093, metavar="P", help="the manager's port on 127.0.0.1 (default 8093; 0: any free port)")
+        p.add_argument("--out", metavar="DIR", help="where everything goes (default data/sweep/GRID, the grid file's name); kept, to resume")
     else:
         return None
     return p
 
 
-PRESETS = ["learn", "seeds", "gpu-learn", "selfplay", "league"]
+PRESETS = ["learn", "seeds", "gpu-learn", "selfplay", "league", "sweep"]
 PROG = "experiment.py"
 
 
@@ -611,6 +956,8 @@ def main(argv):
         gpu_learn(args)
     elif name == "selfplay":
         selfplay(args)
+    elif name == "sweep":
+        sweep(args)
     else:
         league(args)
     return 0

@@ -2,7 +2,8 @@
 """What the scripts share to run Shine's processes: the release build, a manager started
 and waited for until it answers, workers beside it, and everything stopped in order
 (the workers first, so that they hand their last uploads to a manager still listening,
-then the manager, which writes its checkpoint) however the script ends.
+then the manager, which writes its checkpoint) however the script ends; a script killed
+outright takes them with it (each gets SIGTERM from the kernel).
 
 Imported by experiment.py, soak.py and runs_bench.py. The shell scripts (demo.sh,
 browser-test.sh) call its one command-line use:
@@ -14,6 +15,7 @@ until its log names the address it listens on) and prints the URL; exits 1, with
 log's last lines, if the manager exits first or does not answer within HANG_SECS.
 """
 import argparse
+import ctypes
 import json
 import os
 import re
@@ -54,6 +56,13 @@ def get_json(url, timeout=20):
     return json.load(urllib.request.urlopen(url, timeout=timeout))
 
 
+def post_json(url, token, timeout=20):
+    """POST url with the bearer token and no body (the manager's pause and resume); its
+    JSON answer."""
+    request = urllib.request.Request(url, method="POST", headers={"Authorization": f"Bearer {token}"})
+    return json.load(urllib.request.urlopen(request, timeout=timeout))
+
+
 def download(url, path, timeout=60):
     """The body of GET url into the file path."""
     body = urllib.request.urlopen(url, timeout=timeout).read()
@@ -71,7 +80,8 @@ def rss_mb(pid):
         return None
 
 
-def _alive(pid):
+def alive(pid):
+    """Whether process pid runs (an exited child not yet reaped does not)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -92,6 +102,17 @@ def _tail(log, lines=20):
             return "".join(f.readlines()[-lines:])
     except OSError:
         return f"(no log at {log})\n"
+
+
+def _stop_with_parent():
+    """In a child, before it runs its program: SIGTERM to it when the script that started
+    it dies, however it dies (kill -9 too), so that no manager or worker outlives its
+    script holding the port and the data folder (Linux's PR_SET_PDEATHSIG; elsewhere
+    nothing changes)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 class ManagerDown(Exception):
@@ -119,7 +140,7 @@ def wait_manager(pid, log, url=None, hang=HANG_SECS):
                     return url
             except OSError:
                 pass
-        if not _alive(pid):
+        if not alive(pid):
             raise ManagerDown(f"shine-manager exited; the end of {log}:\n{_tail(log)}")
         time.sleep(0.1)
     raise ManagerDown(f"shine-manager did not answer within {hang} s; the end of {log}:\n{_tail(log)}")
@@ -127,7 +148,8 @@ def wait_manager(pid, log, url=None, hang=HANG_SECS):
 
 class Fleet:
     """One manager and the workers beside it, stopped together: on stop(), at the end of
-    a `with` block, or on SIGINT/SIGTERM (then the script exits 130/143)."""
+    a `with` block, or on SIGINT/SIGTERM (then the script exits 130/143); and should the
+    script be killed, each gets SIGTERM from the kernel (_stop_with_parent)."""
 
     def __init__(self):
         self.manager = None
@@ -145,7 +167,7 @@ class Fleet:
     def start_manager(self, command, log, url):
         """Runs command (a shine-manager) with its output in the file log and waits until
         url answers; exits the script with the log's end if it does not."""
-        self.manager = subprocess.Popen(command, stdout=open(log, "w"), stderr=subprocess.STDOUT, cwd=ROOT)
+        self.manager = subprocess.Popen(command, stdout=open(log, "w"), stderr=subprocess.STDOUT, cwd=ROOT, preexec_fn=_stop_with_parent)
         try:
             self.url = wait_manager(self.manager.pid, log, url)
         except ManagerDown as e:
@@ -155,9 +177,16 @@ class Fleet:
 
     def start_worker(self, command, log):
         """Runs command (a shine-worker) with its output in the file log."""
-        worker = subprocess.Popen(command, stdout=open(log, "w"), stderr=subprocess.STDOUT, cwd=ROOT)
+        worker = subprocess.Popen(command, stdout=open(log, "w"), stderr=subprocess.STDOUT, cwd=ROOT, preexec_fn=_stop_with_parent)
         self.workers.append(worker)
         return worker
+
+    def stop_worker(self, worker):
+        """SIGTERM to one worker, not waited for: it hands over what its run still takes
+        and exits on its own while the others run on; stop() reaps it with them (and a
+        second SIGTERM there makes one still waiting quit at once)."""
+        if worker.poll() is None:
+            worker.send_signal(signal.SIGTERM)
 
     def stop(self):
         """SIGTERM to the workers, each waited for, then to the manager (which writes its

@@ -140,6 +140,32 @@ for model in ("fox v", "marth v", "fox-cpu v"):
     assert re.search(rf"^{model}\d+ \(\w+\) +\d+ ", text, re.M), model
 PY
     rm -rf "$exp_out"
+
+    step "tests: the sweep preset: a small grid end to end; the grid file's errors and a killed sweep resumed"
+    # 2 settings x 2 seeds (scripts/tests/small-grid.toml), each run stopped at 200 train
+    # steps (its stats count in 100s), 600 s only a hang reaches.
+    sweep_out=$(mktemp -d)
+    scripts/sweep.sh scripts/tests/small-grid.toml --stop-at-steps 200 --seconds 600 --eval-episodes 4 --bin "$debug" --port 0 \
+        --out "$sweep_out/sweep" >"$sweep_out/sweep.txt" 2>&1 || { cat "$sweep_out/sweep.txt"; echo "sweep.sh failed" >&2; return 1; }
+    # A row per setting with its two seeds evaluated, and each run trained with its own
+    # learning rate and the shared burn-in, as the manager reports them (run.json: GET
+    # /api/v1/runs/RUN), to 200 steps or more; every run's curve in curves.csv.
+    python3 - "$sweep_out/sweep" <<'PY' || { cat "$sweep_out/sweep.txt"; echo "sweep.sh: not the table, the settings or the curves" >&2; return 1; }
+import csv, json, re, sys
+out = sys.argv[1]
+summary = open(f"{out}/summary.md").read()
+for lr in ("0.0005", "0.001"):
+    assert re.search(rf"^\| dqn\.lr = {lr} \| \w+ \| .* \| [\d.]+ % \([\d.]+ to [\d.]+; 2 runs\) \| [\d,]+ \|$", summary, re.M), lr
+    for seed in (1, 2):
+        run = json.load(open(f"{out}/runs/lr-{lr.replace('.', '_')}-s{seed}/run.json"))
+        s = run["settings"]
+        assert (s["dqn"]["lr"], s["trainer"]["burn_in"]) == (float(lr), 1000), (run["name"], s["dqn"]["lr"], s["trainer"]["burn_in"])
+        assert run["train_steps"] >= 200, (run["name"], run["train_steps"])
+runs = {row["run"] for row in csv.DictReader(open(f"{out}/curves.csv"))}
+assert runs == {f"lr-{lr}-s{seed}" for lr in ("0_0005", "0_001") for seed in (1, 2)}, runs
+PY
+    rm -rf "$sweep_out"
+    SHINE_BIN=$debug python3 -m unittest discover -s scripts/tests
 }
 lane_b() {
     step "tests: worker (built without libtorch)"

@@ -8,7 +8,8 @@
 //!
 //! Runs: `[[runs]]` declares several experiments on one manager ([`RunSpec`]); each
 //! names only what differs from the manager's own `[game]`, `[dqn]`, `[replay]` and
-//! `[trainer]` ([`Config::runs`] resolves them). No `[[runs]]`: one run named
+//! `[trainer]`, and of `[workers]` its exploration ([`EXPLORATION_KEYS`])
+//! ([`Config::runs`] resolves them). No `[[runs]]`: one run named
 //! `default` with the manager's sections, as before runs existed.
 
 use crate::history::HistoryConfig;
@@ -53,8 +54,8 @@ pub struct Config {
 pub const DEFAULT_RUN: &str = "default";
 
 /// One `[[runs]]` entry (or the body of `POST /api/v1/runs`): a name, a share of the
-/// device, and the keys of `[game]`, `[dqn]`, `[replay]` and `[trainer]` that differ
-/// from the manager's.
+/// device, and the keys of `[game]`, `[dqn]`, `[replay]`, `[trainer]` and (its
+/// exploration only) `[workers]` that differ from the manager's.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunSpec {
@@ -76,6 +77,9 @@ pub struct RunSpec {
     pub replay: toml::Table,
     #[serde(default, skip_serializing_if = "toml::Table::is_empty")]
     pub trainer: toml::Table,
+    /// Only the [`EXPLORATION_KEYS`]: the rest of `[workers]` is the fleet's.
+    #[serde(default, skip_serializing_if = "toml::Table::is_empty")]
+    pub workers: toml::Table,
 }
 
 fn one() -> f64 {
@@ -85,6 +89,38 @@ fn one() -> f64 {
 /// `[trainer]` keys that belong to the device, not to a run: set in the manager's own
 /// `[trainer]`.
 pub const DEVICE_KEYS: [&str; 3] = ["device", "nice", "threads"];
+
+/// `[workers]` keys a run may set for itself: how its workers explore. The others (the
+/// cadences, the timeout) are the fleet's, the same for every run.
+pub const EXPLORATION_KEYS: [&str; 4] = ["epsilon", "epsilon_base", "epsilon_alpha", "fleet_size"];
+
+/// A run's exploration: one epsilon for all its workers, or its own Ape-X ladder over
+/// them (`[workers]`'s keys of the same names; [`crate::fleet`] hands them out).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Exploration {
+    pub epsilon: Option<f64>,
+    pub epsilon_base: f64,
+    pub epsilon_alpha: f64,
+    pub fleet_size: u32,
+}
+
+impl Exploration {
+    pub fn of(w: &WorkersConfig) -> Exploration {
+        Exploration { epsilon: w.epsilon, epsilon_base: w.epsilon_base, epsilon_alpha: w.epsilon_alpha, fleet_size: w.fleet_size }
+    }
+
+    pub fn validate(&self) -> anyhow::Result<()> {
+        if let Some(e) = self.epsilon {
+            if !(0.0..=1.0).contains(&e) {
+                bail!("[workers] epsilon = {e} must be in [0, 1]");
+            }
+        }
+        if !(self.epsilon_base > 0.0 && self.epsilon_base <= 1.0 && self.epsilon_alpha.is_finite() && self.epsilon_alpha >= 0.0) {
+            bail!("[workers] epsilon_base must be in (0, 1] and epsilon_alpha >= 0");
+        }
+        Ok(())
+    }
+}
 
 /// A run's settings: the manager's sections with its overrides applied.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -96,6 +132,8 @@ pub struct RunSettings {
     pub dqn: DqnConfig,
     pub replay: ReplayConfig,
     pub trainer: TrainerConfig,
+    /// `[workers]`: the run's exploration (the fleet's cadences are the manager's).
+    pub workers: Exploration,
 }
 
 impl RunSettings {
@@ -139,6 +177,13 @@ impl RunSpec {
         if let Some(k) = DEVICE_KEYS.iter().find(|k| self.trainer.contains_key(**k)) {
             bail!("run {name:?}: [trainer] {k} is the device's, shared by every run: set it in the manager's own [trainer]");
         }
+        if let Some(k) = self.workers.keys().find(|k| !EXPLORATION_KEYS.contains(&k.as_str())) {
+            bail!(
+                "run {name:?}: [workers] {k} is the fleet's, shared by every run: set it in the manager's own [workers] \
+                 (a run sets only {})",
+                EXPLORATION_KEYS.join(", ")
+            );
+        }
         let ctx = |section: &str| format!("run {name:?}: {section}");
         let r = RunSettings {
             name: name.clone(),
@@ -148,7 +193,9 @@ impl RunSpec {
             dqn: overlay(&base.dqn, &self.dqn, "dqn").with_context(|| ctx("[dqn]"))?,
             replay: overlay(&base.replay, &self.replay, "replay").with_context(|| ctx("[replay]"))?,
             trainer: overlay(&base.trainer, &self.trainer, "trainer").with_context(|| ctx("[trainer]"))?,
+            workers: overlay(&base.workers, &self.workers, "workers").map(|w| Exploration::of(&w)).with_context(|| ctx("[workers]"))?,
         };
+        r.workers.validate().with_context(|| format!("run {name:?}"))?;
         r.game.validate().with_context(|| format!("run {name:?}"))?;
         r.dqn.validate().with_context(|| format!("run {name:?}"))?;
         r.replay.validate().with_context(|| format!("run {name:?}"))?;
@@ -376,14 +423,7 @@ impl Config {
         if w.upload_every_transitions == 0 || w.upload_every_transitions > shine_agent::experience::MAX_COUNT {
             bail!("[workers] upload_every_transitions must be in 1..={}", shine_agent::experience::MAX_COUNT);
         }
-        if let Some(e) = w.epsilon {
-            if !(0.0..=1.0).contains(&e) {
-                bail!("[workers] epsilon = {e} must be in [0, 1]");
-            }
-        }
-        if !(w.epsilon_base > 0.0 && w.epsilon_base <= 1.0 && w.epsilon_alpha.is_finite() && w.epsilon_alpha >= 0.0) {
-            bail!("[workers] epsilon_base must be in (0, 1] and epsilon_alpha >= 0");
-        }
+        Exploration::of(w).validate()?;
         if self.registry.keep_last == 0 {
             bail!("[registry] keep_last must be at least 1 (the latest model)");
         }
@@ -462,6 +502,7 @@ impl RunSpec {
             dqn: Default::default(),
             replay: Default::default(),
             trainer: Default::default(),
+            workers: Default::default(),
         }
     }
 }
@@ -502,6 +543,11 @@ pub struct Cli {
     /// Print the effective configuration as TOML and exit.
     #[arg(long)]
     pub print_config: bool,
+    /// Check the configuration (every value, every [[runs]] entry resolved, as at a
+    /// start) and exit: status 0 when it is valid, else 1 with the reason. Starts
+    /// nothing and writes nothing.
+    #[arg(long)]
+    pub check_config: bool,
     /// Without a command: run the manager.
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -606,6 +652,7 @@ mod tests {
             weight = 2.0
             game = { action_set = "fight", task = "fight" }
             dqn = { lr = 0.0005, n_step = 3 }
+            workers = { epsilon = 0.1 }
         "#;
         let c: Config = toml::from_str(text).unwrap();
         let runs = c.runs().unwrap();
@@ -616,6 +663,8 @@ mod tests {
         assert_eq!((b.weight, b.dqn.lr, b.dqn.n_step, b.replay.capacity), (2.0, 0.0005, 3, 50_000));
         assert_eq!((b.action_set(), b.task()), (ActionSet::Fight, Task::Fight));
         assert_eq!(b.dqn.gamma, DqnConfig::default().gamma, "what no one names keeps its default");
+        assert_eq!((a.workers.epsilon, b.workers.epsilon), (None, Some(0.1)), "a run's own exploration");
+        assert_eq!((b.workers.epsilon_base, b.workers.fleet_size), (c.workers.epsilon_base, c.workers.fleet_size));
         let none = Config::default().runs().unwrap();
         assert_eq!((none.len(), none[0].name.as_str()), (1, DEFAULT_RUN), "no [[runs]]: the one run default");
     }
@@ -674,6 +723,10 @@ mod tests {
         assert!(e.contains("run \"a\"") && e.contains("lrr"), "{e}");
         let e = format!("{:#}", err("[[runs]]\nname = \"a\"\ngame = { action_set = \"dance\" }\n"));
         assert!(e.contains("dance"), "{e}");
+        let e = format!("{:#}", err("[[runs]]\nname = \"a\"\nworkers = { upload_every_secs = 1.0 }\n"));
+        assert!(e.contains("[workers] upload_every_secs is the fleet's") && e.contains("epsilon_alpha"), "{e}");
+        let e = format!("{:#}", err("[[runs]]\nname = \"a\"\nworkers = { epsilon_base = 1.5 }\n"));
+        assert!(e.contains("run \"a\"") && e.contains("epsilon_base"), "{e}");
         let e = format!("{:#}", err("[[runs]]\nname = \"a\"\nweight = 0.0\n"));
         assert!(e.contains("weight"), "{e}");
         assert!(toml::from_str::<Config>("[[runs]]\nname = \"a\"\nwieght = 1.0\n").is_err(), "typos in a run are errors");

@@ -1,7 +1,9 @@
 //! The worker registry: ids, liveness, runs, and the Ape-X epsilon ladder.
 //!
 //! Worker ids are unique across runs; each worker is in one run, and each run has its
-//! own ladder: the slots and `N` below count that run's workers only.
+//! own ladder: the slots and `N` below count that run's workers only, and `base`,
+//! `alpha`, the configured fleet size (or one fixed epsilon instead) are the run's own
+//! ([`Exploration`], given at registration).
 //!
 //! Each live worker holds a *slot* `i` (the smallest free one in its run when it registers); its
 //! epsilon is `base^(1 + alpha * i / (N - 1))` (Ape-X: base 0.4, alpha 7), so slot 0
@@ -27,7 +29,7 @@
 //!
 //! Time is passed in (`now`) so tests drive it without sleeping.
 
-use crate::config::WorkersConfig;
+use crate::config::{Exploration, WorkersConfig};
 use crate::views::{WorkerState, WorkerView};
 use shine_agent::protocol::{Heartbeat, RegisterRequest};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -36,6 +38,8 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone)]
 struct Worker {
     run: String,
+    /// Its run's exploration (the same for every worker of the run).
+    explore: Exploration,
     info: RegisterRequest,
     slot: u32,
     registered: Instant,
@@ -54,6 +58,7 @@ pub const GONE_KEPT: usize = 16;
 pub const GONE_SECS: f64 = 600.0;
 
 pub struct Fleet {
+    /// The fleet's cadences and timeout (each run's exploration comes with its workers).
     cfg: WorkersConfig,
     timeout: Duration,
     next_id: u32,
@@ -137,17 +142,28 @@ impl Fleet {
         expired.len()
     }
 
-    /// Register a worker into `run`: a new id and the smallest free slot of its ladder.
-    pub fn register(&mut self, info: RegisterRequest, run: &str, now: Instant) -> (u32, f64) {
+    /// Register a worker into `run`, which explores as `explore` says: a new id and the
+    /// smallest free slot of its ladder.
+    pub fn register(&mut self, info: RegisterRequest, run: &str, explore: &Exploration, now: Instant) -> (u32, f64) {
         self.sweep(now);
         let used: BTreeSet<u32> = self.workers.values().filter(|w| w.run == run).map(|w| w.slot).collect();
         let slot = (0..).find(|s| !used.contains(s)).expect("a free slot");
         let id = self.next_id;
         self.next_id = self.next_id.checked_add(1).unwrap_or(1);
-        let w =
-            Worker { run: run.into(), info, slot, registered: now, last_seen: now, last: Heartbeat::default(), uploads: 0, transitions: 0, last_upload: None };
+        let w = Worker {
+            run: run.into(),
+            explore: explore.clone(),
+            info,
+            slot,
+            registered: now,
+            last_seen: now,
+            last: Heartbeat::default(),
+            uploads: 0,
+            transitions: 0,
+            last_upload: None,
+        };
         self.workers.insert(id, w);
-        (id, self.epsilon_of_slot(run, slot))
+        (id, self.epsilon_of(&self.workers[&id]))
     }
 
     /// The run a registered worker plays for (the tests' view; requests carry the run
@@ -176,8 +192,8 @@ impl Fleet {
         let w = self.workers.get_mut(&id)?;
         w.last_seen = now;
         w.last = hb;
-        let (run, slot) = (w.run.clone(), w.slot);
-        Some(self.epsilon_of_slot(&run, slot))
+        let w = &self.workers[&id];
+        Some(self.epsilon_of(w))
     }
 
     /// Any contact from a known worker (an upload, episodes) keeps it alive. `run`: the
@@ -204,15 +220,17 @@ impl Fleet {
         self.workers.get(&id).is_some_and(|w| now.saturating_duration_since(w.last_seen) < self.timeout)
     }
 
-    /// N of `run`'s ladder.
-    fn ladder_size(&self, run: &str) -> u32 {
+    /// N of `run`'s ladder, whose configured fleet size is `fleet_size`.
+    fn ladder_size(&self, run: &str, fleet_size: u32) -> u32 {
         let in_run = || self.workers.values().filter(|w| w.run == run);
         let highest_slot = in_run().map(|w| w.slot + 1).max().unwrap_or(0);
-        self.cfg.fleet_size.max(in_run().count() as u32).max(highest_slot)
+        fleet_size.max(in_run().count() as u32).max(highest_slot)
     }
 
-    pub fn epsilon_of_slot(&self, run: &str, slot: u32) -> f64 {
-        ladder_or_fixed(&self.cfg, slot, self.ladder_size(run))
+    /// The epsilon of registered worker `w`, in its run's ladder.
+    fn epsilon_of(&self, w: &Worker) -> f64 {
+        let e = &w.explore;
+        e.epsilon.unwrap_or_else(|| ladder(e.epsilon_base, e.epsilon_alpha, w.slot, self.ladder_size(&w.run, e.fleet_size)))
     }
 
     /// The registered workers (live or stale) by id, then the recently gone ones,
@@ -238,20 +256,11 @@ impl Fleet {
             }
         };
         let wanted = |w: &Worker| run.is_none_or(|r| r == w.run);
-        let registered = self.workers.iter().filter(|(_, w)| wanted(w)).map(|(&id, w)| view(id, w, self.epsilon_of_slot(&w.run, w.slot), None));
+        let registered = self.workers.iter().filter(|(_, w)| wanted(w)).map(|(&id, w)| view(id, w, self.epsilon_of(w), None));
         // A gone worker keeps the epsilon it last had (its slot may be someone else's now).
-        let gone = self
-            .gone
-            .iter()
-            .rev()
-            .filter(|(_, _, w)| wanted(w))
-            .map(|(_, id, w)| view(*id, w, ladder_or_fixed(&self.cfg, w.slot, self.ladder_size(&w.run)), Some(WorkerState::Gone)));
+        let gone = self.gone.iter().rev().filter(|(_, _, w)| wanted(w)).map(|(_, id, w)| view(*id, w, self.epsilon_of(w), Some(WorkerState::Gone)));
         registered.chain(gone).collect()
     }
-}
-
-fn ladder_or_fixed(cfg: &WorkersConfig, slot: u32, n: u32) -> f64 {
-    cfg.epsilon.unwrap_or_else(|| ladder(cfg.epsilon_base, cfg.epsilon_alpha, slot, n))
 }
 
 /// Ape-X: `eps_i = base^(1 + alpha * i / (n - 1))`, `base` when `n <= 1`.
@@ -267,8 +276,13 @@ pub fn ladder(base: f64, alpha: f64, i: u32, n: u32) -> f64 {
 mod tests {
     use super::*;
 
-    fn fleet(fleet_size: u32) -> Fleet {
-        Fleet::new(WorkersConfig { fleet_size, worker_timeout_secs: 10.0, ..Default::default() }, 1)
+    fn fleet() -> Fleet {
+        Fleet::new(WorkersConfig { worker_timeout_secs: 10.0, ..Default::default() }, 1)
+    }
+
+    /// The default exploration (the ladder from 0.4, alpha 7) with a fleet size.
+    fn ex(fleet_size: u32) -> Exploration {
+        Exploration::of(&WorkersConfig { fleet_size, ..Default::default() })
     }
 
     #[test]
@@ -283,10 +297,10 @@ mod tests {
     #[test]
     fn slots_follow_live_workers_and_are_reused_after_timeout() {
         let t0 = Instant::now();
-        let mut f = fleet(0);
-        let (a, ea) = f.register(RegisterRequest::default(), "r", t0);
+        let mut f = fleet();
+        let (a, ea) = f.register(RegisterRequest::default(), "r", &ex(0), t0);
         assert_eq!(ea, 0.4, "a lone worker explores at base");
-        let (b, eb) = f.register(RegisterRequest::default(), "r", t0);
+        let (b, eb) = f.register(RegisterRequest::default(), "r", &ex(0), t0);
         assert!((eb - 0.4f64.powi(8)).abs() < 1e-12, "second of two is the greedy end: {eb}");
         assert_ne!(a, b);
         // a keeps beating, b goes silent.
@@ -296,7 +310,7 @@ mod tests {
         assert_eq!(f.heartbeat(b, Heartbeat::default(), t2), None, "b timed out");
         assert_eq!(f.live(), 1);
         assert_eq!(f.heartbeat(a, Heartbeat::default(), t2), Some(0.4), "a alone again: N = 1");
-        let (c, ec) = f.register(RegisterRequest::default(), "r", t2);
+        let (c, ec) = f.register(RegisterRequest::default(), "r", &ex(0), t2);
         assert!(c != a && c != b);
         assert_eq!(f.list(t2, None).iter().find(|w| w.worker_id == c).unwrap().slot, 1, "b's slot reused");
         assert!((ec - 0.4f64.powi(8)).abs() < 1e-12);
@@ -305,11 +319,11 @@ mod tests {
     #[test]
     fn each_run_has_its_own_ladder() {
         let t0 = Instant::now();
-        let mut f = fleet(0);
-        let (a, ea) = f.register(RegisterRequest::default(), "dodge", t0);
-        let (b, eb) = f.register(RegisterRequest::default(), "fight", t0);
+        let mut f = fleet();
+        let (a, ea) = f.register(RegisterRequest::default(), "dodge", &ex(0), t0);
+        let (b, eb) = f.register(RegisterRequest::default(), "fight", &ex(0), t0);
         assert_eq!((ea, eb), (0.4, 0.4), "each is the lone worker of its run: slot 0, N = 1");
-        let (c, ec) = f.register(RegisterRequest::default(), "fight", t0);
+        let (c, ec) = f.register(RegisterRequest::default(), "fight", &ex(0), t0);
         assert!((ec - 0.4f64.powi(8)).abs() < 1e-12, "second of fight's two: {ec}");
         assert_eq!(f.heartbeat(a, Heartbeat::default(), t0), Some(0.4), "dodge's ladder did not stretch");
         assert_eq!((f.run_of(b), f.run_of(c), f.live_in("fight"), f.live_in("dodge")), (Some("fight"), Some("fight"), 2, 1));
@@ -320,6 +334,29 @@ mod tests {
     }
 
     #[test]
+    fn each_run_explores_as_its_settings_say() {
+        // One run with a fixed epsilon, one with a ladder of its own from 0.2, one with
+        // the manager's ladder: the same slots get each run's own epsilons.
+        let t0 = Instant::now();
+        let mut f = fleet();
+        let fixed = Exploration { epsilon: Some(0.1), ..ex(0) };
+        let low = Exploration { epsilon_base: 0.2, epsilon_alpha: 1.0, ..ex(0) };
+        let (a, ea) = f.register(RegisterRequest::default(), "fixed", &fixed, t0);
+        let (_, eb) = f.register(RegisterRequest::default(), "low", &low, t0);
+        let (_, ec) = f.register(RegisterRequest::default(), "base", &ex(0), t0);
+        assert_eq!((ea, eb, ec), (0.1, 0.2, 0.4), "each run's first worker: its fixed epsilon or its ladder's base");
+        let (_, ea2) = f.register(RegisterRequest::default(), "fixed", &fixed, t0);
+        let (b2, eb2) = f.register(RegisterRequest::default(), "low", &low, t0);
+        let (_, ec2) = f.register(RegisterRequest::default(), "base", &ex(0), t0);
+        assert_eq!(ea2, 0.1, "a fixed epsilon stays whatever the slot");
+        assert!((eb2 - 0.2f64.powi(2)).abs() < 1e-12, "the second of low's two: 0.2^(1 + 1): {eb2}");
+        assert!((ec2 - 0.4f64.powi(8)).abs() < 1e-12, "the second of base's two: 0.4^8: {ec2}");
+        assert_eq!(f.heartbeat(a, Heartbeat::default(), t0), Some(0.1));
+        let listed = f.list(t0, Some("low"));
+        assert_eq!(listed.iter().find(|w| w.worker_id == b2).map(|w| w.epsilon), Some(eb2), "the list shows the run's own epsilons");
+    }
+
+    #[test]
     fn worker_ids_are_never_handed_out_twice_across_restarts() {
         let tmp = tempfile::tempdir().unwrap();
         let (ids, first) = IdBlocks::open(tmp.path()).unwrap();
@@ -327,14 +364,14 @@ mod tests {
         let mut f = Fleet::new(WorkersConfig::default(), first);
         let t0 = Instant::now();
         for _ in 0..3 {
-            let (id, _) = f.register(RegisterRequest::default(), "r", t0);
+            let (id, _) = f.register(RegisterRequest::default(), "r", &ex(0), t0);
             ids.cover(id).unwrap();
         }
         // A crash: the next life starts above every id the first could have given.
         let (_, first) = IdBlocks::open(tmp.path()).unwrap();
         assert_eq!(first, 1 + IdBlocks::BLOCK);
         let mut f = Fleet::new(WorkersConfig::default(), first);
-        assert_eq!(f.register(RegisterRequest::default(), "r", t0).0, 1 + IdBlocks::BLOCK);
+        assert_eq!(f.register(RegisterRequest::default(), "r", &ex(0), t0).0, 1 + IdBlocks::BLOCK);
         std::fs::write(tmp.path().join("worker-ids.json"), "{").unwrap();
         let e = IdBlocks::open(tmp.path()).err().unwrap().to_string();
         assert!(e.contains("worker-ids.json"), "{e}");
@@ -343,9 +380,9 @@ mod tests {
     #[test]
     fn fleet_size_fixes_epsilons_from_the_start() {
         let t0 = Instant::now();
-        let mut f = fleet(4);
-        let (_, e0) = f.register(RegisterRequest::default(), "r", t0);
-        let (_, e1) = f.register(RegisterRequest::default(), "r", t0);
+        let mut f = fleet();
+        let (_, e0) = f.register(RegisterRequest::default(), "r", &ex(4), t0);
+        let (_, e1) = f.register(RegisterRequest::default(), "r", &ex(4), t0);
         assert_eq!(e0, 0.4);
         assert!((e1 - ladder(0.4, 7.0, 1, 4)).abs() < 1e-12);
     }
@@ -355,7 +392,7 @@ mod tests {
         // heartbeat_secs 1 (stale after 2.5 s), timeout 10 s.
         let mut f = Fleet::new(WorkersConfig { heartbeat_secs: 1.0, worker_timeout_secs: 10.0, ..Default::default() }, 1);
         let t0 = Instant::now();
-        let (a, _) = f.register(RegisterRequest { host: "a".into(), ..Default::default() }, "r", t0);
+        let (a, _) = f.register(RegisterRequest { host: "a".into(), ..Default::default() }, "r", &ex(0), t0);
         let state = |f: &Fleet, t| f.list(t, None).iter().find(|w| w.worker_id == a).map(|w| w.state);
         assert_eq!(state(&f, t0 + Duration::from_secs(2)), Some(WorkerState::Live));
         assert_eq!(state(&f, t0 + Duration::from_secs(3)), Some(WorkerState::Stale));
@@ -371,8 +408,8 @@ mod tests {
     #[test]
     fn uploads_keep_a_worker_alive() {
         let t0 = Instant::now();
-        let mut f = fleet(0);
-        let (a, _) = f.register(RegisterRequest::default(), "r", t0);
+        let mut f = fleet();
+        let (a, _) = f.register(RegisterRequest::default(), "r", &ex(0), t0);
         f.touch(a, Some("r"), 100, t0 + Duration::from_secs(8));
         f.touch(a, Some("other"), 50, t0 + Duration::from_secs(8));
         assert!(f.heartbeat(a, Heartbeat::default(), t0 + Duration::from_secs(15)).is_some());

@@ -24,6 +24,11 @@ async fn main() -> anyhow::Result<()> {
         .with_ansi(std::io::stdout().is_terminal())
         .init();
     let mut config = cli.config()?;
+    if cli.check_config {
+        config.validate()?;
+        println!("the configuration is valid");
+        return Ok(());
+    }
     if cli.print_config {
         if config.server.token.is_some() {
             config.server.token = Some("(set; not printed)".into());

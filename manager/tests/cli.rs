@@ -59,6 +59,33 @@ fn print_config_hides_the_token_and_applies_flags() {
 }
 
 #[test]
+fn check_config_says_whether_the_config_is_valid_and_starts_nothing() {
+    // What scripts/sweep.sh checks a grid with before it starts anything.
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let check = |runs: &str| {
+        let file = dir.path().join("m.toml");
+        std::fs::write(&file, format!("[server]\ndata_dir = {:?}\n{runs}", data.to_str().unwrap())).unwrap();
+        manager().arg("--config").arg(&file).args(["--token", "t", "--check-config"]).output().unwrap()
+    };
+    let ok = check("[[runs]]\nname = \"a\"\ndqn = { lr = 0.001 }\nworkers = { epsilon = 0.1 }\n");
+    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    assert_eq!(String::from_utf8_lossy(&ok.stdout).trim(), "the configuration is valid");
+    for (run, entry, says) in [
+        ("a", "dqn = { lrr = 0.001 }", "lrr"),
+        ("b", "dqn = { gamma = 1.5 }", "gamma"),
+        ("c", "workers = { heartbeat_secs = 1.0 }", "[workers] heartbeat_secs is the fleet's"),
+        ("d", "workers = { epsilon = 2.0 }", "epsilon = 2"),
+    ] {
+        let bad = check(&format!("[[runs]]\nname = {run:?}\n{entry}\n"));
+        let err = String::from_utf8_lossy(&bad.stderr);
+        assert_eq!(bad.status.code(), Some(1), "{entry}: {err}");
+        assert!(err.contains(says) && err.contains(&format!("run {run:?}")), "{entry}: {err}");
+    }
+    assert!(!data.exists(), "a check writes nothing");
+}
+
+#[test]
 fn sigterm_stops_cleanly_with_a_final_checkpoint() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");

@@ -55,7 +55,7 @@ async fn register(
                 .ok_or_else(|| ApiError::Conflict { code: "no_runs", message: "this manager has no runs: create one (POST /api/v1/runs)".into() })?
         }
     };
-    let (worker_id, epsilon) = s.fleet.lock().expect("fleet lock").register(info, run.name(), Instant::now());
+    let (worker_id, epsilon) = s.fleet.lock().expect("fleet lock").register(info, run.name(), &run.settings().workers, Instant::now());
     // On disk before the answer: a restart never hands this id out again.
     let state = s.clone();
     tokio::task::spawn_blocking(move || state.worker_ids.cover(worker_id)).await.map_err(anyhow::Error::from)??;
