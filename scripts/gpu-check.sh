@@ -28,8 +28,9 @@
 #      equal to their eager forms over 20 steps, the step eager against one graph
 #      replay with its kernel count and the card's per-kernel launch floor, and the
 #      kernels of one captured step by name (the graph itself in train-step-graph.dot)
-#   3b. on CUDA, where Nsight Compute (ncu) is installed: the ten longest kernels of
-#      one graph replay with their times
+#   3b. on CUDA, where Nsight Compute (ncu) is installed: every kernel of exactly one
+#      graph replay of the train step (batch 32; the profiler is on around that replay
+#      alone), each with its time and its share of the step, the longest first
 #   4. the same update in PyTorch (scripts/torch_step_bench.py): eager, and with
 #      torch.compile(mode="reduce-overhead") on CUDA
 #   5. k = 1, 2, 4, 8 runs on one manager, grouped (one step for all) and taking turns,
@@ -87,7 +88,9 @@ fi
 
 step "1. the machine"
 {
-    echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    # A copy of the tree that is not a git checkout (a lent machine's) names its commit
+    # in a COMMIT file beside the scripts.
+    echo "commit: $(git rev-parse --short HEAD 2>/dev/null || cat COMMIT 2>/dev/null || echo unknown)"
     echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
     nproc | sed 's/^/cores: /'
     if [[ $device == cuda* ]]; then
@@ -116,27 +119,35 @@ step "3. replay_bench --device $device ${bench[*]}"
 "$replay_bench" --device "$device" --threads 1 "${bench[@]}" --graph-dot "$out/train-step-graph.dot" | tee "$out/replay_bench.txt" >&2
 
 if [[ $device == cuda* ]]; then
-    step "3b. the ten longest kernels of one graph replay (Nsight Compute, where ncu is installed)"
+    step "3b. the kernels of one graph replay (Nsight Compute, where ncu is installed)"
     if command -v ncu >/dev/null; then
-        # Each kernel node of the graphs replay_bench replays, timed on its own: the
-        # first graph-step replays at batch 32 (a small replay, a few steps).
-        if ncu --csv --graph-profiling node --metrics gpu__time_duration.sum --launch-count 400 \
+        # Each kernel node of exactly one replay of the captured step (batch 32), timed on
+        # its own: replay_bench turns the profiler on around that one replay alone
+        # (--profile-one-replay), and ncu profiles nothing else (--profile-from-start off).
+        if ncu --csv --graph-profiling node --profile-from-start off --metrics gpu__time_duration.sum \
             "$replay_bench" --device "$device" --threads 1 --capacity 20000 --update-sizes 1000 --adds 2000 --batches 32 --steps 2 --warmup 0 \
-            --repeats 1 --graph-batches 32 --group-runs 1 >"$out/ncu.csv" 2>"$out/ncu.log"; then
-            "$python" - "$out/ncu.csv" <<'PY' | tee "$out/ncu-top10.txt" >&2
+            --repeats 1 --graph-batches 32 --group-runs 1 --profile-one-replay >"$out/ncu.csv" 2>"$out/ncu.log"; then
+            "$python" - "$out/ncu.csv" <<'PY' | tee "$out/ncu-kernels.txt" >&2
 import csv, sys
 rows = [r for r in csv.DictReader(l for l in open(sys.argv[1]) if l.startswith('"')) if r.get("Metric Name") == "gpu__time_duration.sum"]
-scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}
-times = sorted(((float(r["Metric Value"].replace(",", "")) * scale.get(r["Metric Unit"], 1.0), r["Kernel Name"]) for r in rows), reverse=True)
-print("| us | kernel |")
-for us, name in times[:10]:
-    print(f"| {us:.2f} | `{name[:120]}` |")
+# The unit as ncu writes it (ns today; older versions spell it out): to microseconds.
+to_us = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}
+units = {r["Metric Unit"] for r in rows}
+unknown = units - to_us.keys()
+if unknown:
+    sys.exit(f"ncu reports times in {unknown}, which this script does not know")
+times = sorted(((float(r["Metric Value"].replace(",", "")) * to_us[r["Metric Unit"]], r["Kernel Name"]) for r in rows), reverse=True)
+total = sum(t for t, _ in times)
+print(f"{len(times)} kernels, {total:.2f} us in all (each timed alone, under ncu; units read: {', '.join(sorted(units))})")
+print("| us | share | kernel |")
+for us, name in times:
+    print(f"| {us:.2f} | {us / total * 100:.1f} % | `{name[:120]}` |")
 PY
         else
-            echo "ncu failed (its log: $out/ncu.log): no kernel times" | tee "$out/ncu-top10.txt" >&2
+            echo "ncu failed (its log: $out/ncu.log): no kernel times" | tee "$out/ncu-kernels.txt" >&2
         fi
     else
-        echo "ncu is not installed on this machine: no kernel times (the kernel list by name is in replay_bench's output)" | tee "$out/ncu-top10.txt" >&2
+        echo "ncu is not installed on this machine: no kernel times (the kernel list by name is in replay_bench's output)" | tee "$out/ncu-kernels.txt" >&2
     fi
 fi
 
@@ -165,17 +176,16 @@ step "done: every log is under $out"
     echo "Adding one experience (us): | update size | device replay | in-RAM replay |"
     rows add
     echo
-    echo "Train step (ms): | batch | device | in-RAM | speedup | device, prioritized | in-RAM, prioritized | prioritized adds |"
+    echo "Train step (ms): | batch | device | in-RAM | speedup | device, prioritized | in-RAM, prioritized | prioritized adds | ops, uniform | ops, prioritized |"
     rows step
     if grep -q 'eager against one CUDA-graph replay' "$out/replay_bench.txt"; then
         echo
-        echo "Eager against one CUDA-graph replay: | batch | eager (us) | graph (us) | graph steps/s | kernels | kernels x floor (us) | graph / floor |"
+        echo "Eager against one CUDA-graph replay: | batch | eager (us) | graph (us) | graph steps/s | ops | kernels | kernels x floor (us) | graph / floor |"
         grep -E '^\(the launch floor' "$out/replay_bench.txt"
         rows graph
-        grep -E '^CUDA graph, batch' "$out/replay_bench.txt"
     fi
     echo
-    echo "Grouped step (k runs as one): | k | in turn, eager (us / k steps) | grouped, eager (us) | grouped, graph (us) | run-steps / s, grouped | kernels / grouped step |"
+    echo "Grouped step (k runs as one): | k | in turn, eager (us / k steps) | grouped, eager (us) | grouped, graph (us) | run-steps / s, grouped | ops / grouped step | kernels / grouped step |"
     rows group
     grep -E '^Grouped step, k = ' "$out/replay_bench.txt" || true
     if grep -q '^Kernels of one captured' "$out/replay_bench.txt"; then
@@ -184,8 +194,8 @@ step "done: every log is under $out"
         echo "| count | kernel |"
         rows kernels
         echo
-        echo "The ten longest kernels of one replay (ncu):"
-        cat "$out/ncu-top10.txt"
+        echo "The kernels of one replay (ncu):"
+        cat "$out/ncu-kernels.txt"
     fi
     echo
     echo "PyTorch, the same update:"

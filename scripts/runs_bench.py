@@ -15,10 +15,13 @@ only (b) and (c).) Every manager is pinned to the same single core (`taskset -c
 (`samples_per_insert = 0`): once a run's burn-in is in, it trains as fast as it is
 given the device. After every run has trained for --warmup-secs, the train steps of
 each run are read, again --secs later; the resident memory (VmRSS) of the manager
-processes is summed at the end, with the GPU memory they hold (nvidia-smi) on a GPU.
-Prints one row per (k, mode): aggregate steps/s, each run's steps/s, the smallest run's
-share of its fair share, and the memory; then for each k the grouped manager against
-the separate managers, and against one run alone.
+processes is summed at the end, with the GPU memory they hold (nvidia-smi) on a GPU and,
+beside it, what PyTorch's caching allocator says of it (each manager's /metrics:
+`shine_device_allocated_bytes`, `shine_device_reserved_bytes`), and the CUDA graphs
+captured (`shine_graph_captures_total`: one per group for its life). Prints one row per
+(k, mode): aggregate steps/s, each run's steps/s, the smallest run's share of its fair
+share, and the memory; then for each k the grouped manager against the separate
+managers, and against one run alone.
 """
 import argparse
 import os
@@ -26,6 +29,7 @@ import statistics
 import subprocess
 import sys
 import time
+import urllib.request
 
 import harness
 from harness import ROOT, get_json, rss_mb
@@ -71,6 +75,25 @@ def gpu_mb(pids):
         return None
     used = {int(p): float(m) for p, m in (line.split(",") for line in out.splitlines() if line.strip())}
     return sum(used.get(pid, 0.0) for pid in pids)
+
+
+def from_metrics(urls):
+    """Summed over the managers: the device's allocated and reserved MB (None on the
+    CPU, where they are not exported) and the graphs captured."""
+    alloc = reserved = captures = 0.0
+    seen = False
+    for u in urls:
+        with urllib.request.urlopen(u + "/metrics", timeout=30) as r:
+            text = r.read().decode()
+        for line in text.splitlines():
+            name, _, value = line.rpartition(" ")
+            if name.startswith("shine_device_allocated_bytes{"):
+                alloc, seen = alloc + float(value) / 2**20, True
+            elif name.startswith("shine_device_reserved_bytes{"):
+                reserved += float(value) / 2**20
+            elif name.startswith("shine_graph_captures_total{"):
+                captures += float(value)
+    return (alloc, reserved) if seen else None, int(captures)
 
 
 def steps(urls):
@@ -125,7 +148,8 @@ def trial(bindir, k, mode, args, base_port, workdir):
         s1, t1 = steps(urls), time.time()
         rss = sum(rss_mb(pid) or 0.0 for pid in mpids)
         per_run = sorted((s1[key] - s0[key]) / (t1 - t0) for key in s1)
-        return per_run, rss, gpu_mb(mpids)
+        torch_mem, captures = from_metrics(urls)
+        return per_run, rss, gpu_mb(mpids), torch_mem, captures
     finally:
         for p in procs:
             p.terminate()
@@ -154,18 +178,20 @@ def main():
     bindir = args.bin or harness.build()
     workdir = os.path.join(ROOT, args.dir)
     print(f"device {args.device}; {args.secs:g} s measured after {args.warmup_secs:g} s of training; capacity {args.capacity:,}", flush=True)
-    print(f"{'k':>2} {'mode':<19} {'steps/s total':>13} {'per run (min..max)':>20} {'spread':>7} {'min/fair':>8} {'RSS MB':>7} {'GPU MB':>7}", flush=True)
+    print(f"{'k':>2} {'mode':<19} {'steps/s total':>13} {'per run (min..max)':>20} {'spread':>7} {'min/fair':>8} {'RSS MB':>7} {'GPU MB':>7} "
+          f"{'alloc MB':>8} {'rsrvd MB':>8} {'captures':>8}", flush=True)
     results = {}
     for k in [int(x) for x in args.k.split(",")]:
         for mode in MODES if k > 1 else MODES[1:]:
-            per_run, rss, gpu = trial(bindir, k, mode, args, args.port, workdir)
+            per_run, rss, gpu, torch_mem, captures = trial(bindir, k, mode, args, args.port, workdir)
             total = sum(per_run)
             fair = total / k
             spread = (max(per_run) - min(per_run)) / statistics.mean(per_run) if k > 1 else 0.0
             results[(k, mode)] = (total, rss, gpu)
             label = {"grouped": "1 manager, grouped", "turns": "1 manager, turns", "separate": f"{k} managers"}[mode]
+            alloc, reserved = ("-", "-") if torch_mem is None else (f"{torch_mem[0]:.0f}", f"{torch_mem[1]:.0f}")
             print(f"{k:>2} {label:<19} {total:>13.0f} {min(per_run):>9.0f}..{max(per_run):<9.0f} {spread * 100:>6.1f}% "
-                  f"{min(per_run) / fair * 100:>7.1f}% {rss:>7.0f} {'-' if gpu is None else f'{gpu:.0f}':>7}", flush=True)
+                  f"{min(per_run) / fair * 100:>7.1f}% {rss:>7.0f} {'-' if gpu is None else f'{gpu:.0f}':>7} {alloc:>8} {reserved:>8} {captures:>8}", flush=True)
         best = "grouped" if k > 1 else "turns"
         (one, one_rss, one_gpu), (sep, sep_rss, _) = results[(k, best)], results[(k, "separate")]
         line = f"   k={k}: one manager ({best}) {one / sep * 100:.1f} % of the separate managers' steps/s, {one_rss / sep_rss * 100:.1f} % of their memory"

@@ -40,6 +40,10 @@ python3 -c 'import ensurepip, venv' 2>/dev/null || pkgs+=(python3 python3-venv)
 scripts/setup-debian.sh "${pkgs[@]}"
 
 . scripts/env.sh
+# One libtorch thread per process: the lanes below already keep both cores busy, and
+# libtorch's worker threads spinning beside other processes' slow every test down (the
+# numerics tests took 20 minutes instead of 15 seconds that way on two loaded cores).
+export OMP_NUM_THREADS=1
 # libmelee and numpy for the Slippi adapter (python/shine_bot): its own tests, and
 # agent/tests/slippi_replay.rs, which runs it on a real replay.
 SHINE_PYTHON=$(scripts/setup-python.sh)
@@ -95,6 +99,11 @@ lane_a() {
     "$SHINE_PYTHON" -m unittest discover -s python/tests
     step "tests: bridge, agent (with tch), manager, the workspace's checks"
     rust_tests "--workspace --exclude shine-worker" 1 "$@"
+    step "tests: the numerics tests again, under other instruction sets (MKL's AVX-512 paths, libtorch's scalar kernels)"
+    # Their bounds are derived from float32 rounding in any summation order (agent's
+    # dqn/oracle.rs), so they hold whichever code path MKL and libtorch take; a second
+    # path checks it on every run (where the CPU lacks AVX-512, MKL takes its best).
+    MKL_ENABLE_INSTRUCTIONS=AVX512 ATEN_CPU_CAPABILITY=default cargo test --workspace --exclude shine-worker --lib numerics
 
     step "tests: the GPU scripts in their CPU form (a GPU machine runs them for real)"
     # Each checks that every step ran and counted something, not how fast: the figures

@@ -26,6 +26,7 @@
 #include <exception>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -33,9 +34,12 @@ namespace {
 
 struct Counter {
   bool on = false;
+  // Also note each op's arguments (what a CUDA graph's recorded kernels keep of them).
+  bool with_args = false;
   at::CallbackHandle handle = 0;
   int depth = 0;
-  // One line per top-level op: its name, a tab and "sync" when it makes the host wait.
+  // One line per top-level op: its name, a tab and "sync" when it makes the host wait;
+  // with arguments, a tab and their description.
   std::vector<std::string> ops;
 };
 
@@ -80,11 +84,47 @@ bool crosses_devices(const at::RecordFunction& fn) {
   return false;
 }
 
+// An op's arguments as a capture would keep them: a tensor's kind, shape and device
+// (its contents are read at each replay), in a list each tensor so, every other value as
+// it is.
+void describe_value(std::ostringstream& out, const c10::IValue& v) {
+  if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    if (t.defined()) {
+      out << t.scalar_type() << t.sizes() << "@" << t.device();
+    } else {
+      out << "undefined";
+    }
+  } else if (v.isList()) {
+    out << "[";
+    for (const c10::IValue& e : v.toListRef()) {
+      describe_value(out, e);
+      out << ", ";
+    }
+    out << "]";
+  } else {
+    out << v;
+  }
+}
+
+std::string describe(const at::RecordFunction& fn) {
+  std::ostringstream out;
+  for (const c10::IValue& v : fn.inputs()) {
+    describe_value(out, v);
+    out << "; ";
+  }
+  return out.str();
+}
+
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   if (counter.depth++ == 0) {
     std::string name = fn.name();
     bool sync = reads_back(name) || crosses_devices(fn);
-    counter.ops.push_back(sync ? name + "\tsync" : name);
+    std::string line = name + (sync ? "\tsync" : "\t");
+    if (counter.with_args) {
+      line += "\t" + describe(fn);
+    }
+    counter.ops.push_back(line);
   }
   return nullptr;
 }
@@ -115,21 +155,24 @@ int guarded(char* err, size_t len, F&& f) {
 
 extern "C" {
 
-// Start noting this thread's top-level ops (an error if already started).
-int shine_op_count_begin(char* err, size_t len) {
+// Start noting this thread's top-level ops (an error if already started), with their
+// arguments if `with_args`.
+int shine_op_count_begin(int with_args, char* err, size_t len) {
   return guarded(err, len, [&] {
     if (counter.on) {
       throw std::runtime_error("op counting already started on this thread");
     }
     counter.ops.clear();
     counter.depth = 0;
+    counter.with_args = with_args != 0;
     counter.handle = at::addThreadLocalCallback(
         at::RecordFunctionCallback(on_start, on_end).needsInputs(true).scopes({at::RecordScope::FUNCTION}));
     counter.on = true;
   });
 }
 
-// Stop, and write the ops noted, one per line ("name" or "name\tsync"), into `out`
+// Stop, and write the ops noted, one per line ("name\t" or "name\tsync", then with
+// arguments "\t" and their description), into `out`
 // (`out_len` bytes, NUL-ended, cut short if it does not fit); `*needed` is the bytes
 // the whole list takes. Call with out = nullptr to learn the size: the list is kept
 // until the next begin.

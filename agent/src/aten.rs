@@ -57,7 +57,7 @@ mod ffi {
     use std::os::raw::{c_char, c_int, c_long};
     use torch_sys::C_tensor;
     extern "C" {
-        pub fn shine_op_count_begin(err: *mut c_char, len: usize) -> c_int;
+        pub fn shine_op_count_begin(with_args: c_int, err: *mut c_char, len: usize) -> c_int;
         pub fn shine_op_count_end(out: *mut c_char, out_len: usize, needed: *mut usize, err: *mut c_char, len: usize) -> c_int;
         pub fn shine_fused_adam(
             param: *const C_tensor,
@@ -116,6 +116,9 @@ pub const NOT_COUNTED: &[&str] = &[
 pub struct Ops {
     /// `(name, sync)` of every top-level op.
     pub all: Vec<(String, bool)>,
+    /// With [`record_ops`]: each op's arguments as a CUDA graph keeps them (a tensor's
+    /// kind, shape and device; every other value as it is), in the order of `all`.
+    pub args: Vec<String>,
 }
 
 impl Ops {
@@ -144,13 +147,31 @@ impl Ops {
         out.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
         out
     }
+
+    /// Each op with its arguments, `name(args)` ([`record_ops`]): what a CUDA graph
+    /// captured of the same work would replay. Two runs of a step with equal records
+    /// replay alike from one capture: no value that changed between them is baked in.
+    pub fn records(&self) -> Vec<String> {
+        self.all.iter().zip(&self.args).map(|((n, _), a)| format!("{n}({a})")).collect()
+    }
 }
 
-/// Run `work` and note the ops it dispatches on this thread. (Ops libtorch runs on its
-/// own threads, such as its intra-op pool's, are inside a top-level op anyway.)
+/// Run `work` and note the ops it dispatches on this thread.
 pub fn count_ops<T>(work: impl FnOnce() -> T) -> Result<(T, Ops), AtenError> {
+    noted(false, work)
+}
+
+/// [`count_ops`], each op noted with its arguments ([`Ops::records`]).
+pub fn record_ops<T>(work: impl FnOnce() -> T) -> Result<(T, Ops), AtenError> {
+    noted(true, work)
+}
+
+/// Run `work` and note the ops it dispatches on this thread, with their arguments if
+/// `with_args`. (Ops libtorch runs on its own threads, such as its intra-op pool's, are
+/// inside a top-level op anyway.)
+fn noted<T>(with_args: bool, work: impl FnOnce() -> T) -> Result<(T, Ops), AtenError> {
     // SAFETY: the shim writes at most `len` bytes into the buffer `call` owns.
-    call(|err, len| unsafe { ffi::shine_op_count_begin(err, len) })?;
+    call(|err, len| unsafe { ffi::shine_op_count_begin(i32::from(with_args), err, len) })?;
     let out = work();
     let mut needed = 0usize;
     // SAFETY: a null `out` asks for the size only; `needed` is ours to write.
@@ -160,15 +181,17 @@ pub fn count_ops<T>(work: impl FnOnce() -> T) -> Result<(T, Ops), AtenError> {
     // until the next begin on this thread).
     call(|err, len| unsafe { ffi::shine_op_count_end(buf.as_mut_ptr().cast(), buf.len(), &mut needed, err, len) })?;
     let text = std::ffi::CStr::from_bytes_until_nul(&buf).map_err(|_| AtenError("the list of ops without its end".into()))?;
-    let all = text
-        .to_string_lossy()
-        .lines()
-        .map(|l| match l.split_once('\t') {
-            Some((name, _)) => (name.to_string(), true),
-            None => (l.to_string(), false),
-        })
-        .collect();
-    Ok((out, Ops { all }))
+    let mut ops = Ops::default();
+    for line in text.to_string_lossy().lines() {
+        let mut fields = line.splitn(3, '\t');
+        let name = fields.next().unwrap_or_default().to_string();
+        let sync = fields.next() == Some("sync");
+        ops.all.push((name, sync));
+        if with_args {
+            ops.args.push(fields.next().unwrap_or_default().to_string());
+        }
+    }
+    Ok((out, ops))
 }
 
 /// One Adam update of `param` (in place, with its moments `exp_avg`, `exp_avg_sq`)
@@ -244,5 +267,19 @@ mod tests {
         assert_eq!(storage_use_count(&same).unwrap(), 2);
         drop(v);
         assert_eq!(storage_use_count(&t).unwrap(), 1);
+    }
+
+    #[test]
+    fn records_keep_the_values_a_graph_would_bake_in_and_not_the_tensors_contents() {
+        let a = Tensor::ones([3], (Kind::Float, Device::Cpu));
+        let b = Tensor::zeros([3], (Kind::Float, Device::Cpu));
+        let record = |x: &Tensor, k: f64| record_ops(|| x * k).unwrap().1.records();
+        // Other contents, the same shape and scalar: the same record.
+        assert_eq!(record(&a, 2.0), record(&b, 2.0));
+        // Another scalar, or another shape: another record.
+        assert_ne!(record(&a, 2.0), record(&a, 3.0));
+        assert_ne!(record(&a, 2.0), record(&Tensor::ones([4], (Kind::Float, Device::Cpu)), 2.0));
+        let r = record(&a, 2.0);
+        assert!(r.len() == 1 && r[0].starts_with("aten::mul(") && r[0].contains("[3]") && r[0].contains('2'), "{r:?}");
     }
 }

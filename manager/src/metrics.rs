@@ -20,8 +20,14 @@
 //! kept with the same value for one release. Values owned by the trainer are refreshed
 //! from its stats at every scrape.
 //!
+//! The train step's device: `shine_graph_captures_total` (CUDA graphs captured of the
+//! step a run trains in: one per group it has been in, never one per replay growth),
+//! and on a CUDA device `shine_device_allocated_bytes` and `shine_device_reserved_bytes`
+//! (the caching allocator's figures, read at each scrape).
+//!
 //! Every series carries a `run` label (the run's name; `default` on a manager without
-//! `[[runs]]`); `shine_worker_envs` carries it beside `worker` and `mode`.
+//! `[[runs]]`), but the device's memory, which carries `device`; `shine_worker_envs`
+//! carries it beside `worker` and `mode`.
 
 use crate::trainer::TrainerStats;
 use prometheus::core::{Collector, GenericCounterVec, GenericGaugeVec};
@@ -52,6 +58,10 @@ pub struct Metrics {
     loss: GaugeVec,
     mean_q: GaugeVec,
     samples_per_insert: GaugeVec,
+    graph_captures: IntCounterVec,
+    /// Labels: device.
+    device_allocated: IntGaugeVec,
+    device_reserved: IntGaugeVec,
 }
 
 const RUN: &[&str] = &["run"];
@@ -99,6 +109,16 @@ impl Metrics {
             loss: fgauge("shine_loss", "Recent mean TD loss"),
             mean_q: fgauge("shine_mean_q", "Recent mean Q of the sampled actions"),
             samples_per_insert: fgauge("shine_samples_per_insert", "Transitions sampled for training per transition inserted"),
+            graph_captures: counter("shine_graph_captures_total", "CUDA graphs captured of the train step the run trains in (one per group it has been in)"),
+            device_allocated: reg(
+                &registry,
+                IntGaugeVec::new(Opts::new("shine_device_allocated_bytes", "Bytes of the training device's memory in tensors (CUDA)"), &["device"]).expect("valid metric"),
+            ),
+            device_reserved: reg(
+                &registry,
+                IntGaugeVec::new(Opts::new("shine_device_reserved_bytes", "Bytes of the training device's memory held by the caching allocator (CUDA)"), &["device"])
+                    .expect("valid metric"),
+            ),
             registry,
         }
     }
@@ -130,9 +150,12 @@ impl Metrics {
         for c in [&self.transitions_accepted, &self.experiences_deprecated, &self.uploads, &self.duplicates, &self.episodes] {
             c.with_label_values(&[run]);
         }
-        for (counter, total) in
-            [(&self.train_steps, s.train_steps), (&self.transitions_inserted, s.transitions_inserted), (&self.transitions_sampled, s.transitions_sampled)]
-        {
+        for (counter, total) in [
+            (&self.train_steps, s.train_steps),
+            (&self.transitions_inserted, s.transitions_inserted),
+            (&self.transitions_sampled, s.transitions_sampled),
+            (&self.graph_captures, s.graph_captures),
+        ] {
             let c = counter.with_label_values(&[run]);
             c.inc_by(total.saturating_sub(c.get()));
         }
@@ -144,6 +167,20 @@ impl Metrics {
         self.loss.with_label_values(&[run]).set(s.loss);
         self.mean_q.with_label_values(&[run]).set(s.mean_q);
         self.samples_per_insert.with_label_values(&[run]).set(s.samples_per_insert);
+    }
+
+    /// The training device's memory, on a CUDA device (nothing on the CPU: its memory is
+    /// the process's).
+    pub fn observe_device(&self, device: tch::Device) {
+        let tch::Device::Cuda(index) = device else { return };
+        match crate::trainer::cuda_graph::memory(index) {
+            Ok((allocated, reserved)) => {
+                let label = format!("cuda:{index}");
+                self.device_allocated.with_label_values(&[&label]).set(allocated as i64);
+                self.device_reserved.with_label_values(&[&label]).set(reserved as i64);
+            }
+            Err(e) => tracing::debug!("device memory not read: {e}"),
+        }
     }
 
     /// Bring one run's write-ahead log values up to date.
@@ -184,6 +221,7 @@ impl Metrics {
             &self.train_steps,
             &self.wal_fsyncs,
             &self.episodes,
+            &self.graph_captures,
         ] {
             drop_run(c, run);
         }

@@ -161,6 +161,9 @@ async fn models_download_with_etags_and_the_service_reports_itself() {
         assert!(metric(&text, &format!("{name}{{run=\"default\"}}")).is_some(), "{name} missing:\n{text}");
     }
     assert_eq!(metric(&text, "shine_model_version{run=\"default\"}"), Some(1.0));
+    // On the CPU no CUDA graph is captured, and the device's memory is the process's.
+    assert_eq!(metric(&text, "shine_graph_captures_total{run=\"default\"}"), Some(0.0), "{text}");
+    assert!(!text.contains("shine_device_allocated_bytes{"), "no device memory on the CPU:\n{text}");
     let stats = m.get_json("/api/v1/stats").await;
     for key in ["accepted_per_sec", "train_steps_per_sec", "loss", "mean_q", "replay_fill", "samples_per_insert", "model_version", "eval_survival"] {
         assert!(stats["current"].get(key).is_some(), "stats lack {key}: {stats}");

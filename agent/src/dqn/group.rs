@@ -330,8 +330,9 @@ impl Group {
         self.host_optimizer = on && self.shape.device == Device::Cpu && self.shape.optimizer == OptimizerKind::Rmsprop;
     }
 
-    /// Every buffer of the group (each `[k, ...]`): what its learners' tensors are views
-    /// of, so what a dropped group must free (tests count their storages' handles).
+    /// Every buffer of the group (each `[k, ...]`), online, target and gradient first:
+    /// what its learners' tensors are views of and what its step reads, so what a dropped
+    /// group must free (tests count their storages' handles).
     pub fn buffers(&self) -> Vec<&Tensor> {
         let mut all = vec![&self.online, &self.target, &self.grad, &self.mask];
         all.extend(self.average.iter());

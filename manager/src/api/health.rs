@@ -26,5 +26,6 @@ async fn metrics(State(s): State<AppState>, _: Reader) -> impl IntoResponse {
     let workers = s.fleet.lock().expect("fleet lock").list(std::time::Instant::now(), None);
     let names: Vec<String> = runs.iter().map(|r| r.name().to_string()).collect();
     s.metrics.observe_fleet(&workers, &names);
+    s.metrics.observe_device(s.device.training_device());
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], s.metrics.render())
 }

@@ -74,6 +74,52 @@ impl TrainGroup {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trainer::tests::{batch, setup_in, small};
+
+    /// A regroup frees the old group: once its runs have moved into new groups and it is
+    /// dropped, nothing holds any of its buffers (parameters, gradients, optimizer state,
+    /// targets, the step's batch), so their memory can go back to the device.
+    #[test]
+    fn a_regroup_leaves_nothing_of_the_old_group_alive() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (mut t, r, d) = small();
+        t.grouped = Some(true);
+        let mut runs: Vec<RunTrainer> = ["a", "b"]
+            .iter()
+            .map(|n| {
+                let mut s = setup_in(&tmp.path().join(n), (t.clone(), r.clone(), d.clone()));
+                s.name = n.to_string();
+                RunTrainer::build(s, tch::Device::Cpu, Box::new(|_| {})).unwrap()
+            })
+            .collect();
+        for (i, run) in runs.iter_mut().enumerate() {
+            run.ingest(batch(150, i)).unwrap();
+        }
+        let mut trainers: Vec<&mut RunTrainer> = runs.iter_mut().collect();
+        let mut both = TrainGroup::new(vec![1, 2], &mut trainers).unwrap();
+        let (out, _) = both.step(&mut trainers, &[true, true]).unwrap();
+        drop(out);
+        let kept = both.group_step().buffers();
+        assert!(kept.len() >= 6, "the group's buffers: {}", kept.len());
+        // Online, target and gradient first: the runs' tensors are views of them.
+        for b in &kept[..3] {
+            assert!(shine_agent::aten::storage_use_count(b).unwrap() > 1, "a buffer the runs' tensors are views of");
+        }
+        // Each run moves into a group of its own; the old group goes.
+        let (a, b) = trainers.split_at_mut(1);
+        let alone_a = TrainGroup::new(vec![1], a).unwrap();
+        let alone_b = TrainGroup::new(vec![2], b).unwrap();
+        drop(both);
+        for (i, b) in kept.iter().enumerate() {
+            assert_eq!(shine_agent::aten::storage_use_count(b).unwrap(), 1, "buffer {i} of the old group is still held");
+        }
+        drop((alone_a, alone_b));
+    }
+}
+
 /// A group replaying its step as a CUDA graph, on a real GPU: `scripts/gpu-check.sh
 /// --tests BIN` runs these (the library's test binary, `--ignored graph_tests`); without
 /// a GPU they are ignored. (The grouped graph step's equality with the eager grouped

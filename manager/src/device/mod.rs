@@ -127,6 +127,11 @@ impl Device {
         Ok(handle)
     }
 
+    /// The training device.
+    pub fn training_device(&self) -> tch::Device {
+        self.device
+    }
+
     /// Take a run off the device: no more uploads for it, the ones queued go into its
     /// replay, a final checkpoint is written, and it is dropped. Waits for all that.
     pub fn remove_run(&self, handle: &RunHandle) -> anyhow::Result<()> {

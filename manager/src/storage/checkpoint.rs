@@ -156,14 +156,18 @@ pub fn load(data_dir: &Path) -> anyhow::Result<Option<Checkpoint>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shine_agent::dqn::DqnConfig;
-    use shine_agent::experience::TRANSITION_FLOATS;
+    use shine_agent::dqn::{row, DqnConfig, Group};
 
     fn trained_learner() -> Learner {
         let mut l = Learner::new(&DqnConfig::default(), 5, Device::Cpu).unwrap();
-        let b = Tensor::rand([32, TRANSITION_FLOATS as i64], (Kind::Float, Device::Cpu));
+        // Three steps of it alone (a group of one) on random device rows.
+        let rows = Tensor::rand([1, 32, row::WIDTH as i64], (Kind::Float, Device::Cpu));
+        let mut alone = Group::new(&mut [&mut l], false).unwrap();
         for _ in 0..3 {
-            crate::trainer::step::for_tests::step_learner(&mut l, &b);
+            alone.device_step(&rows, None).unwrap();
+        }
+        for _ in 0..3 {
+            l.finish_step();
         }
         l
     }

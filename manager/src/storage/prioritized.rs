@@ -111,6 +111,13 @@ impl Priorities {
         }
     }
 
+    /// Whether the draw, update and refresh run as loops over host memory (`on`, the
+    /// default on the CPU) or as the tensor ops a GPU runs (tests and benchmarks count
+    /// those on the CPU).
+    pub fn set_host_loops(&mut self, on: bool) {
+        self.host = on && self.device == Device::Cpu;
+    }
+
     /// Train steps taken so far (a restore): the schedule of `beta` continues from it.
     pub fn set_steps(&mut self, steps: u64) {
         let _ = self.steps.fill_(steps as f64);

@@ -595,6 +595,14 @@ impl Replay {
         }
     }
 
+    /// Prioritized sampling on the device replay: as loops over host memory (`on`, the
+    /// default on the CPU) or as the tensor ops a GPU runs ([`Priorities::set_host_loops`]).
+    pub fn set_host_loops(&mut self, on: bool) {
+        if let Replay::Device(DeviceReplay { prio: Some(p), .. }) = self {
+            p.set_host_loops(on);
+        }
+    }
+
     /// Start the priorities' weight schedule at train step `step` (a restore).
     pub fn set_steps(&mut self, step: u64) {
         let prio = match self {

@@ -178,13 +178,19 @@ fn time_steps(s: &mut GroupStep, replays: &mut [&mut Replay], learners: &mut [Le
     Ok(t.elapsed().as_secs_f64() * 1e6 / steps as f64)
 }
 
-/// The ops one step of `s` dispatches (the draw and the grouped step; the optimizer in
-/// the tensor form a GPU runs, also on the CPU), counted on any device; the step is
-/// taken (and counted on `learners`).
+/// The ops one step of `s` dispatches (the draw and the grouped step; the optimizer and
+/// prioritized sampling in the tensor form a GPU runs, also on the CPU), counted on any
+/// device; the step is taken (and counted on `learners`).
 fn ops_per_step(s: &mut GroupStep, replays: &mut [&mut Replay], learners: &mut [Learner]) -> anyhow::Result<usize> {
-    s.group_mut().set_host_optimizer(false);
+    let forms = |s: &mut GroupStep, replays: &mut [&mut Replay], host: bool| {
+        s.group_mut().set_host_optimizer(host);
+        for r in replays.iter_mut() {
+            r.set_host_loops(host);
+        }
+    };
+    forms(s, replays, false);
     let (out, ops) = shine_agent::aten::count_ops(|| s.device_work(replays))?;
-    s.group_mut().set_host_optimizer(true);
+    forms(s, replays, true);
     out?;
     for l in learners.iter_mut() {
         l.finish_step();
