@@ -101,9 +101,8 @@ pub struct RunStats {
 /// worker's own run, then in self-play the opponent's side (the `opponent_*` figures).
 fn run_stats(identity: &Identity, sides: &[(Arc<ActorCounters>, Arc<UploadStats>)]) -> RunStats {
     let (c, u) = &sides[0];
-    let (og, ou, os) = sides.get(1).map_or((0, 0, 0), |(c, u)| {
-        (c.transitions.load(Relaxed), u.transitions_uploaded.load(Relaxed), u.spooled_transitions.load(Relaxed))
-    });
+    let (og, ou, os) =
+        sides.get(1).map_or((0, 0, 0), |(c, u)| (c.transitions.load(Relaxed), u.transitions_uploaded.load(Relaxed), u.spooled_transitions.load(Relaxed)));
     RunStats {
         opponent_transitions_generated: og,
         opponent_transitions_uploaded: ou,
@@ -192,7 +191,12 @@ struct Delivery {
 }
 
 impl Destination {
-    async fn open(session: Session, dir: std::path::PathBuf, limits: crate::pipeline::spool::SpoolLimits, about: Option<&'static str>) -> anyhow::Result<Destination> {
+    async fn open(
+        session: Session,
+        dir: std::path::PathBuf,
+        limits: crate::pipeline::spool::SpoolLimits,
+        about: Option<&'static str>,
+    ) -> anyhow::Result<Destination> {
         let spool = tokio::task::spawn_blocking(move || Spool::open(&dir, limits)).await??;
         let uploads = &session.uploads;
         uploads.spooled_batches.store(spool.len() as u64, Relaxed);
@@ -392,6 +396,15 @@ where
     let fatal = stop(actor, &mut deliveries, &control, &delivery, &reports_stop).await?;
 
     let stats = stats();
+    stopped(&stats, settings.stats_file.as_deref())?;
+    match fatal {
+        Some(e) => Err(e),
+        None => Ok(stats),
+    }
+}
+
+/// Say what the run did, and write it to `--stats-file` when asked.
+fn stopped(stats: &RunStats, stats_file: Option<&std::path::Path>) -> anyhow::Result<()> {
     tracing::info!(
         frames = stats.frames,
         episodes = stats.episodes,
@@ -402,13 +415,10 @@ where
         still_spooled = stats.spooled_transitions,
         "worker stopped"
     );
-    if let Some(path) = &settings.stats_file {
-        durable::write_atomic(path, &serde_json::to_vec_pretty(&stats)?).with_context(|| format!("writing --stats-file {}", path.display()))?;
+    if let Some(path) = stats_file {
+        durable::write_atomic(path, &serde_json::to_vec_pretty(stats)?).with_context(|| format!("writing --stats-file {}", path.display()))?;
     }
-    match fatal {
-        Some(e) => Err(e),
-        None => Ok(stats),
-    }
+    Ok(())
 }
 
 /// The shutdown, once the session's token fired: the actor's end (it hands over its
