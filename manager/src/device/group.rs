@@ -1,7 +1,8 @@
 //! The runs on the device as they train: each in one [`TrainGroup`], the runs that share
 //! a [`GroupShape`](shine_agent::dqn::GroupShape) (network, action set, batch size,
-//! optimizer, Double DQN, averaging, uniform or prioritized) and may train together
-//! (`[trainer] grouped`) in one, every other run in a group of its own. A group's step
+//! optimizer, Double DQN, averaging, uniform or prioritized), may train together
+//! (`[trainer] grouped`) and can all be a CUDA graph or all not (below) in one, every
+//! other run in a group of its own. A group's step
 //! is the draw from each member's replay and one [`shine_agent::dqn::Group`] step for
 //! all of them (and, by priority, each member's priority update).
 //!
