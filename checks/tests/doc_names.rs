@@ -353,7 +353,8 @@ fn unresolved(index: &Index, repo: &Repo, overrides: &BTreeMap<String, String>) 
         let mut fenced = false;
         for (n, line) in text.lines().enumerate() {
             let place = format!("{doc}:{}", n + 1);
-            // Commands in fenced blocks are checked as words too: they name scripts.
+            // Fenced blocks are checked whole: their commands name scripts, their
+            // diagrams modules.
             if line.trim_start().starts_with("```") {
                 fenced = !fenced;
                 continue;
@@ -363,10 +364,8 @@ fn unresolved(index: &Index, repo: &Repo, overrides: &BTreeMap<String, String>) 
                 for word in span.split_whitespace() {
                     check(place.clone(), path_exists(word, &dir, repo), word);
                 }
-                if !fenced {
-                    for p in rust_paths(span) {
-                        check(place.clone(), index.resolves(&p, None), &p);
-                    }
+                for p in rust_paths(span) {
+                    check(place.clone(), index.resolves(&p, None), &p);
                 }
             }
             for target in link_targets(line) {
