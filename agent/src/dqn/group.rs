@@ -597,6 +597,7 @@ mod tests {
         ];
         for (optimizer, double_dqn, tau, weighted, host) in variants {
             for k in [1usize, 2, 4] {
+                tch::manual_seed(k as i64);
                 let what = |r: usize, step: usize| format!("{optimizer:?}, double {double_dqn}, tau {tau}, weighted {weighted}, host loop {host}, k = {k}, run {r}, step {step}");
                 // Runs 0..k start in the group; with k = 4, run 2 leaves at step 12 and a
                 // new run 4 joins (the group is rebuilt from the runs then present).
