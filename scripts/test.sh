@@ -89,6 +89,10 @@ cargo build --workspace --exclude shine-worker --bins --examples
 step "building the tests and binaries: worker (without libtorch)"
 # (shine-worker itself too: its tests start it, and so do the scripts below.)
 cargo test --no-run -p shine-worker
+step "checking the doc comments' links (cargo doc, broken intra-doc links denied)"
+# Every crate's docs, private items too: a link to a renamed or removed item fails here
+# (checks/tests/doc_names.rs checks the names the docs give in plain backticks).
+RUSTDOCFLAGS="-D rustdoc::broken_intra_doc_links" cargo doc --no-deps --workspace --document-private-items --quiet
 # Absolute: the scripts below hand it to children that run in other folders (the
 # dashboard test runs in web/tests).
 debug=$(cd "${CARGO_TARGET_DIR:-target}/debug" && pwd)

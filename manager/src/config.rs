@@ -521,6 +521,9 @@ The token is required: run with --token (or SHINE_TOKEN), or --insecure-no-token
 Stops cleanly on Ctrl-C or SIGTERM: stops accepting requests, writes a final checkpoint, exits 0. \
 A restart with the same --data-dir continues from that checkpoint. Log level: RUST_LOG (default info)."
 )]
+// The fields' doc comments are the flags' --help text, where `[server] listen` names the
+// TOML key a flag overrides, not a link.
+#[allow(rustdoc::broken_intra_doc_links)]
 pub struct Cli {
     /// TOML config file (see configs/manager.toml); built-in defaults without one.
     #[arg(long, short, env = "SHINE_CONFIG", value_name = "FILE")]

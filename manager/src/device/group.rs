@@ -17,7 +17,7 @@
 //! changes (each replay's fill level, the mask, Adam's counts, prioritized sampling's
 //! exponent) is a tensor written in place, so a growing replay needs no new capture.
 //! One more capture follows each regroup (a new group). Each group captures into a
-//! memory pool of its own ([`GraphPool`]), whose memory goes back to the device when the
+//! memory pool of its own ([`GraphPool`](crate::trainer::cuda_graph::GraphPool)), whose memory goes back to the device when the
 //! group is dropped ([`crate::device`] empties the cache after a regroup).
 //!
 //! The device thread (`device/mod.rs`) owns the groups: it forms them as runs join and
