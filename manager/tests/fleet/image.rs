@@ -62,10 +62,10 @@ pub fn worker_image() -> &'static Image {
 }
 
 pub fn build_worker_image() -> Image {
-    // One build at a time, across processes: two tests here use the image, and under
-    // cargo-nextest each runs in a process of its own, so the OnceLock above does not
-    // share it. The builds share the source copy and its target dir below; the second
-    // waits here, then finds cargo's outputs fresh.
+    // One build at a time, across processes (two runs of the tests on one checkout at
+    // once; under cargo-nextest each test is a process of its own, so the OnceLock above
+    // shares nothing between them). The builds share the source copy and its target dir
+    // below; the second waits here, then finds cargo's outputs fresh.
     let lock = std::fs::File::create(target_dir().join("shine-fleet-test.lock")).unwrap();
     lock.lock().expect("locking the fleet test's build");
     let t0 = Instant::now();
