@@ -6,7 +6,7 @@ use super::{Access, Route};
 use crate::error::{ApiError, ApiResult};
 use crate::history::{EvalRecord, RunRecord};
 use crate::app_state::AppState;
-use crate::series::Sample;
+use crate::dashboard::series::Sample;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::Json;

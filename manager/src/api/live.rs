@@ -1,6 +1,6 @@
 //! Live matches (docs/api.md, "Live match"): `GET /live/{worker}` is the browsers'
 //! WebSocket; `GET /workers/{id}/live` is a worker's long poll ("is anyone watching
-//! me?"), `POST /workers/{id}/live` its frames. The fan-out is [`crate::live`].
+//! me?"), `POST /workers/{id}/live` its frames. The fan-out is [`crate::dashboard::live`].
 
 use super::workers::WorkerPath;
 use super::{Access, ApiJson, Route};

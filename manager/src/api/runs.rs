@@ -6,7 +6,7 @@ use super::{Access, ApiJson, Route, RunRef};
 use crate::config::RunSpec;
 use crate::error::{ApiError, ApiResult};
 use crate::run::Run;
-use crate::views::{RunList, RunView};
+use crate::dashboard::views::{RunList, RunView};
 use crate::app_state::AppState;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};

@@ -3,8 +3,8 @@
 
 use super::{Access, Route, RunRef};
 use crate::error::{ApiError, ApiResult};
-use crate::views::StatsReply;
-use crate::series_sampler;
+use crate::dashboard::views::StatsReply;
+use crate::dashboard::sampler;
 use crate::app_state::AppState;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
@@ -27,7 +27,11 @@ async fn get_stats(State(s): State<AppState>, RunRef(run): RunRef, q: Result<Que
         let series = run.series().lock().expect("series lock");
         (series.since(q.since), series.last().cloned())
     };
-    let current = series_sampler::sample(&s, &run, last.as_ref());
+    let current = {
+        let mut fleet = s.fleet.lock().expect("fleet lock");
+        fleet.sweep(Instant::now());
+        sampler::sample(&run, &s.metrics, &fleet, last.as_ref())
+    };
     let (episodes_total, eval_episodes_total) = {
         let e = run.episodes().lock().expect("episodes lock");
         (e.total, e.eval_total)

@@ -9,7 +9,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::history::Record;
 use crate::run::Run;
 use crate::app_state::AppState;
-use crate::views::WorkerList;
+use crate::dashboard::views::WorkerList;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
