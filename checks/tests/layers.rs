@@ -81,7 +81,7 @@ fn ident(s: &str) -> (&str, &str) {
 /// in a namespace's module (`namespace`), each `super::` path's first module.
 fn named(code: &str, namespaces: &[&str], namespace: Option<&str>) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
-    let mut note = |path: &str, out: &mut BTreeSet<String>| {
+    let note = |path: &str, out: &mut BTreeSet<String>| {
         let (first, rest) = ident(path.trim());
         if first.is_empty() {
             return;
