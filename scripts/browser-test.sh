@@ -80,65 +80,20 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Small and quick: a few hundred transitions start training, a model every 300 steps,
-# stats twice a second, one in five episodes an evaluation (so that chart fills too).
-# Two runs that differ in their game (the dashboard compares them); the steps that
-# test one run's pages test `default`.
-cat >"$tmp/manager.toml" <<EOF
-[server]
-listen = "127.0.0.1:0"
-data_dir = "$tmp/data"
-[game]
-eval_share = 0.2
-[workers]
-upload_every_transitions = 500
-upload_every_secs = 1.0
-model_poll_secs = 1.0
-heartbeat_secs = 1.0
-[stats]
-interval_secs = 0.5
-[registry]
-# Models come out every second or so here: keep enough that the one the page links
-# to is still there when the test clicks it.
-keep_last = 30
-[trainer]
-device = "cpu"
-burn_in = 500
-publish_every = 300
-checkpoint_every = 0
-stats_every = 10
-[replay]
-capacity = 50000
-update_size = 100
-[dqn]
-batch_size = 32
-
-[league]
-# A third of the workers' time on league matches: the fight run's models get rated in
-# seconds.
-share = 0.3
-
-[play]
-# The match the test plays in the page ends on its clock, after ten seconds.
-match_secs = 10.0
-
-[[runs]]
-name = "default"
-
-[[runs]]
-name = "fight"
-game = { action_set = "fight", task = "fight" }
-EOF
+# The manager's config is a test config, testkit/configs/browser.toml (small and quick,
+# two runs; the manager's config test parses it); the address, the data directory and
+# the token are this script's flags.
+config=testkit/configs/browser.toml
 token=browser-test-token
 # The limit of a wait for something that must happen (the manager listening, a process
 # exiting): long enough that only a hang reaches it, on any machine (a loaded 2-core VM
 # running debug builds). A wait ends on its event, so it costs nothing when all is well.
 hang_secs=600
 
-# Starts the manager with its log in $tmp/$1 (and --listen $2, if given) and waits
+# Starts the manager with its log in $tmp/$1, listening on $2 (default 127.0.0.1:0), and waits
 # until it listens (scripts/harness.py, within its HANG_SECS): sets manager (its pid) and url.
 start_manager() {
-    "$bin/shine-manager" --config "$tmp/manager.toml" --token "$token" ${2:+--listen "$2"} >"$tmp/$1" 2>&1 &
+    "$bin/shine-manager" --config "$config" --data-dir "$tmp/data" --token "$token" --listen "${2:-127.0.0.1:0}" >"$tmp/$1" 2>&1 &
     manager=$!
     pids+=("$manager")
     # (Port 0: the address is the one its log names.)

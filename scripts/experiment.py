@@ -764,7 +764,8 @@ def sweep_table(g, runs, out, args):
         lines.append(f"| {grid.label(points[i])} | {group_of[i]} | {first(names, 'window')} | {first(names, 'models')} | {final} | {steps:,.0f} |")
     grouped = sorted({tuple(v["group"]) for v in views.values() if v.get("group")})
     lines.append("")
-    lines.append(f"group: the settings of one letter share what a grouped step needs ({', '.join(grid.SHAPE_KEYS)}) and can train as "
+    lines.append(f"group: the settings of one letter share what a grouped step needs ({', '.join(grid.SHAPE_KEYS)}; "
+                 f"a CUDA graph or not: {', '.join(grid.GRAPH_KEYS)}) and can train as "
                  f"one step on CUDA; \"alone\": a setting that never groups ({', '.join(grid.ALONE_KEYS)}). This grid: "
                  + ("one group." if set(group_of.values()) == {"A"} else f"{len(set(group_of.values()))} groups of their own."))
     lines.append("trained as grouped steps: " + "; ".join(", ".join(m) for m in grouped) if grouped else

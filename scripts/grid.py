@@ -35,12 +35,14 @@ FIGURES = {
 }
 
 # What runs must share to train as one grouped step (agent/src/dqn/group.rs, GroupShape:
-# the action set, batch size, optimizer, Double DQN, and whether an average is
-# published), and what keeps a run out of any group ([replay] kind and sampling, the
-# [trainer] grouped switch). A setting that changes one of these trains in a group of
-# its own; the table says so.
-SHAPE_KEYS = ("game.action_set", "dqn.batch_size", "dqn.optimizer", "dqn.double_dqn", "dqn.publish_average_tau")
-ALONE_KEYS = ("replay.kind", "replay.sampling", "trainer.grouped")
+# the action set, batch size, optimizer, Double DQN, whether an average is published,
+# uniform or prioritized sampling; and, manager/src/device/mod.rs, whether the step can
+# be a CUDA graph: GRAPH_KEYS), and what keeps a run out of any group (the [trainer]
+# grouped switch). A setting that changes one of these trains in a group of its own;
+# the table says so.
+SHAPE_KEYS = ("game.action_set", "dqn.batch_size", "dqn.optimizer", "dqn.double_dqn", "dqn.publish_average_tau", "replay.sampling")
+GRAPH_KEYS = ("replay.kind", "trainer.cuda_graph")
+ALONE_KEYS = ("trainer.grouped",)
 
 
 class GridError(Exception):
@@ -263,9 +265,11 @@ def check(grid, manager, device=None):
 
 def shape(settings):
     """What of a run's resolved settings (GET /api/v1/runs's `settings`) decides its
-    group: None when it trains alone whatever the device (SHAPE_KEYS, ALONE_KEYS), else
-    the values runs must share to train as one step."""
+    group: None when it trains alone whatever the device (ALONE_KEYS), else the values
+    runs must share to train as one step (SHAPE_KEYS, and whether it can be a CUDA graph:
+    the device replay, cuda_graph not false)."""
     get = lambda key: settings[key.split(".")[0]][key.split(".")[1]]
-    if get("replay.kind") != "device" or get("replay.sampling") != "uniform" or get("trainer.grouped") is False:
+    if get("trainer.grouped") is False:
         return None
-    return tuple(get(k) > 0 if k == "dqn.publish_average_tau" else get(k) for k in SHAPE_KEYS)
+    graph = get("replay.kind") == "device" and get("trainer.cuda_graph") is not False
+    return tuple(get(k) > 0 if k == "dqn.publish_average_tau" else get(k) for k in SHAPE_KEYS) + (graph,)

@@ -89,6 +89,10 @@ cargo build --workspace --exclude shine-worker --bins --examples
 step "building the tests and binaries: worker (without libtorch)"
 # (shine-worker itself too: its tests start it, and so do the scripts below.)
 cargo test --no-run -p shine-worker
+step "checking the doc comments' links (cargo doc, broken intra-doc links denied)"
+# Every crate's docs, private items too: a link to a renamed or removed item fails here
+# (checks/tests/doc_names.rs checks the names the docs give in plain backticks).
+RUSTDOCFLAGS="-D rustdoc::broken_intra_doc_links" cargo doc --no-deps --workspace --document-private-items --quiet
 # Absolute: the scripts below hand it to children that run in other folders (the
 # dashboard test runs in web/tests).
 debug=$(cd "${CARGO_TARGET_DIR:-target}/debug" && pwd)
@@ -99,12 +103,6 @@ lane_a() {
     "$SHINE_PYTHON" -m unittest discover -s python/tests
     step "tests: bridge, agent (with tch), manager, the workspace's checks"
     rust_tests "--workspace --exclude shine-worker" 1 "$@"
-    step "tests: the numerics tests again, under other instruction sets (MKL's AVX-512 paths, libtorch's scalar kernels)"
-    # Their bounds are derived from float32 rounding in any summation order (agent's
-    # dqn/oracle.rs), so they hold whichever code path MKL and libtorch take; a second
-    # path checks it on every run (where the CPU lacks AVX-512, MKL takes its best).
-    MKL_ENABLE_INSTRUCTIONS=AVX512 ATEN_CPU_CAPABILITY=default cargo test --workspace --exclude shine-worker --lib numerics
-
     step "tests: the GPU scripts in their CPU form (a GPU machine runs them for real)"
     # Each checks that every step ran and counted something, not how fast: the figures
     # are a GPU machine's to report.
@@ -126,6 +124,23 @@ lane_a() {
     grep -qE '^rates: .*\([1-9][0-9]{0,2}(,[0-9]{3})+ steps, [1-9][0-9,]* transitions in' "$gpu_out/learn/seed-1/result.txt" \
         || { cat "$gpu_out/learn/seed-1/result.txt"; echo "gpu-learn.sh: seed 1 did not count 1,000 train steps and its transitions" >&2; return 1; }
     rm -rf "$gpu_out"
+}
+lane_b() {
+    step "tests: worker (built without libtorch)"
+    # The worker's end-to-end tests start the manager built above (worker/tests/e2e.rs).
+    rust_tests "-p shine-worker" 0 "$@"
+
+    step "tests: the dashboard in headless Chromium"
+    SHINE_BIN=$debug scripts/browser-test.sh
+    # (after the browser test, which installs Node.js where it is missing)
+    step "tests: the dashboard's modules (node --test)"
+    node --test web/tests/unit/
+
+    step "tests: the numerics tests again, under other instruction sets (MKL's AVX-512 paths, libtorch's scalar kernels)"
+    # Their bounds are derived from float32 rounding in any summation order (agent's
+    # dqn/oracle.rs), so they hold whichever code path MKL and libtorch take; a second
+    # path checks it on every run (where the CPU lacks AVX-512, MKL takes its best).
+    MKL_ENABLE_INSTRUCTIONS=AVX512 ATEN_CPU_CAPABILITY=default cargo test --workspace --exclude shine-worker --lib numerics
 
     step "tests: the experiment driver's self-play and league presets, in a small form"
     # Each end to end with real processes, for seconds rather than an hour: the self-play
@@ -176,24 +191,13 @@ PY
     rm -rf "$sweep_out"
     SHINE_BIN=$debug python3 -m unittest discover -s scripts/tests
 }
-lane_b() {
-    step "tests: worker (built without libtorch)"
-    # The worker's end-to-end tests start the manager built above (worker/tests/e2e.rs).
-    rust_tests "-p shine-worker" 0 "$@"
-
-    step "tests: the dashboard in headless Chromium"
-    SHINE_BIN=$debug scripts/browser-test.sh
-    # (after the browser test, which installs Node.js where it is missing)
-    step "tests: the dashboard's modules (node --test)"
-    node --test web/tests/unit/
-}
 # A lane stops at its first failure (errexit does not reach into a function called in a
 # condition, hence the explicit `set -e` in the subshell).
 ( set -e; lane=a; lane_a "$@" ) >"$lane_logs/a.log" 2>&1 &
 pid_a=$!
 ( set -e; lane=b; lane_b "$@" ) >"$lane_logs/b.log" 2>&1 &
 pid_b=$!
-step "running two lanes: (a) the Slippi adapter, the Rust tests with tch and the GPU scripts, (b) the worker and the dashboard"
+step "running two lanes: (a) the Slippi adapter, the Rust tests with tch and the GPU scripts, (b) the worker, the dashboard, the numerics under other instruction sets and the experiment presets"
 status_a=0 status_b=0
 wait "$pid_a" || status_a=$?
 wait "$pid_b" || status_b=$?

@@ -32,7 +32,7 @@
 //! `masked_select`, `unique`), `cpu`, and any op whose tensor inputs or device argument
 //! span two devices (a copy between them; a 0-dimensional CPU tensor is a scalar and
 //! does not count). On a CPU run the last never shows, since everything is on one
-//! device: tch's `f32::try_from` copies a tensor's data to the host through `aten::to`,
+//! device: tch's `f32::try_from` copies a tensor's data to the host through libtorch's `to`,
 //! a sync on a GPU (it crosses devices) and a plain op on the CPU.
 //!
 //! # Safety

@@ -177,7 +177,7 @@ struct Dense {
 /// `cargo run --release -p shine-worker --example decision_bench` (docs/benchmarks.md).
 const SMALL_BATCH: usize = 4;
 
-/// `a . b`, summed in [`LANES`] independent accumulators: the compiler keeps them in
+/// `a . b`, summed in `LANES` (32) independent accumulators: the compiler keeps them in
 /// SIMD registers, where one running sum would be a single dependency chain (float
 /// addition may not be reordered for it).
 fn dot(a: &[f32], b: &[f32]) -> f32 {

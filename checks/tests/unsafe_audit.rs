@@ -26,6 +26,7 @@ use shine_checks::{code_only, line_of, lint_level, members, sources, word_at, wo
 /// The files allowed `unsafe` (paths from the workspace root), and why.
 const ALLOWED: &[(&str, &str)] = &[
     ("agent/src/hostmem.rs", "CPU tensors as slices (the optimizer, the manager's prioritized sampling); MXCSR; vector-unit dispatch"),
+    ("agent/src/aten.rs", "FFI to the libtorch shim (aten.cpp) that build.rs compiles: the op counter, fused Adam, addmm with bias and ReLU, a storage's use count"),
     ("agent/src/model/sgemm.rs", "matrixmultiply's sgemm, behind a bounds-checked function"),
     ("manager/src/nice.rs", "setpriority: the trainer thread's nice value"),
     ("manager/src/trainer/cuda_graph.rs", "FFI to the CUDA-graph shim (at::cuda::CUDAGraph) that build.rs compiles"),

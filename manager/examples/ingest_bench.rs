@@ -37,10 +37,14 @@
 //! cores, from `/proc/self/task/*/schedstat`: on a small machine the clients compete
 //! with the manager, and this says where the time went.
 
+#[path = "../tests/common/serving.rs"]
+mod serving;
+
 use shine_testkit::metric;
 use anyhow::{bail, Context};
 use clap::Parser;
 use rand::{Rng, SeedableRng};
+use serving::Serving;
 use shine_agent::experience::{self, BatchMeta, Header, HEADER_LEN, TRANSITION_FLOATS};
 use shine_agent::{ActionSet, Env, Task};
 use shine_bridge::sim::Sim;
@@ -269,11 +273,11 @@ struct Bench {
 }
 
 /// A running manager.
+/// The manager under test, served on the bench's server runtime, and the clients' HTTP client.
 struct Manager {
     url: String,
     http: reqwest::Client,
-    stop: CancellationToken,
-    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+    serving: Serving,
 }
 
 /// What the clients got back.
@@ -326,35 +330,19 @@ impl Bench {
     }
 
     fn start(&self, config: Config) -> anyhow::Result<(Manager, f64)> {
-        let listener = self.server_rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
-        let url = format!("http://{}", listener.local_addr()?);
-        let stop = CancellationToken::new();
         let t = Instant::now();
-        let task = self.server_rt.spawn(shine_manager::serve(listener, config, stop.clone()));
-        let m = Manager { url, http: reqwest::Client::new(), stop, task };
+        let serving = Serving::spawn(self.server_rt.handle(), config)?;
+        let m = Manager { url: serving.url.clone(), http: reqwest::Client::new(), serving };
         // The listener is bound already: connections wait in its backlog until the
         // manager has rebuilt its replay and started serving.
-        self.client_rt.block_on(async {
-            loop {
-                if let Ok(r) = m.http.get(format!("{}/healthz", m.url)).send().await {
-                    if r.status() == 200 {
-                        return Ok(());
-                    }
-                }
-                if m.task.is_finished() {
-                    bail!("the manager stopped while starting (see the log above)");
-                }
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-        })?;
+        self.client_rt.block_on(m.serving.healthy(&m.http))?;
         Ok((m, t.elapsed().as_secs_f64()))
     }
 
     /// Graceful stop (queue drained into the replay, final checkpoint); its duration.
     fn stop(&self, m: Manager) -> anyhow::Result<f64> {
         let t = Instant::now();
-        m.stop.cancel();
-        self.client_rt.block_on(m.task)??;
+        self.client_rt.block_on(m.serving.stop())?;
         Ok(t.elapsed().as_secs_f64())
     }
 

@@ -9,7 +9,7 @@ use crate::error::ApiError;
 use crate::fleet::{Fleet, IdBlocks};
 use crate::history::History;
 use crate::league::League;
-use crate::live::LiveHub;
+use crate::dashboard::live::LiveHub;
 use crate::play::Plays;
 use crate::metrics::Metrics;
 use crate::run::{Run, RunError, Runs};

@@ -521,6 +521,9 @@ The token is required: run with --token (or SHINE_TOKEN), or --insecure-no-token
 Stops cleanly on Ctrl-C or SIGTERM: stops accepting requests, writes a final checkpoint, exits 0. \
 A restart with the same --data-dir continues from that checkpoint. Log level: RUST_LOG (default info)."
 )]
+// The fields' doc comments are the flags' --help text, where `[server] listen` names the
+// TOML key a flag overrides, not a link.
+#[allow(rustdoc::broken_intra_doc_links)]
 pub struct Cli {
     /// TOML config file (see configs/manager.toml); built-in defaults without one.
     #[arg(long, short, env = "SHINE_CONFIG", value_name = "FILE")]
@@ -708,6 +711,46 @@ mod tests {
         assert_eq!((gpu.workers.epsilon, gpu.trainer.device.as_str()), (None, "cuda"));
         assert_eq!((gpu.replay.kind, gpu.replay.sampling), (crate::storage::replay::ReplayKind::Device, crate::storage::replay::Sampling::Uniform));
         assert_eq!((gpu.dqn.n_step, gpu.dqn.target_sync_every), (learn.dqn.n_step, learn.dqn.target_sync_every), "the learner's targets as learn.toml's");
+    }
+
+    /// The `.toml` files directly in `dir`, sorted.
+    fn toml_files(dir: &Path) -> Vec<PathBuf> {
+        let mut files: Vec<PathBuf> =
+            std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "toml")).collect();
+        files.sort();
+        files
+    }
+
+    #[test]
+    fn the_test_configs_are_valid_and_leave_address_data_and_token_to_the_flags() {
+        // testkit/configs: what every test that starts a manager starts it with (the
+        // process fixture testkit/src/manager.rs, manager/tests/common, the browser test).
+        // A key the config no longer has fails here, by name, rather than as a manager
+        // that will not start in a test of something else.
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testkit/configs");
+        let files = toml_files(&dir);
+        assert!(files.len() >= 10, "the test configs: {files:?}");
+        for path in &files {
+            let mut c = Config::from_file(path).unwrap_or_else(|e| panic!("{e:#}"));
+            // What each test passes itself, as flags: never in the file.
+            let defaults = ServerConfig::default();
+            assert_eq!(
+                (&c.server.listen, &c.server.data_dir, &c.server.token),
+                (&defaults.listen, &defaults.data_dir, &None),
+                "{}: listen, data_dir and token are the test's flags",
+                path.display()
+            );
+            c.server.token = Some("t".into());
+            c.validate().unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
+        }
+        // The invalid ones (manager/tests/cli.rs's --check-config cases) are refused.
+        for path in toml_files(&dir.join("invalid")) {
+            let checked = Config::from_file(&path).and_then(|mut c| {
+                c.server.token = Some("t".into());
+                c.validate()
+            });
+            assert!(checked.is_err(), "{} is valid", path.display());
+        }
     }
 
     #[test]

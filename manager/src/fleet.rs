@@ -30,7 +30,7 @@
 //! Time is passed in (`now`) so tests drive it without sleeping.
 
 use crate::config::{Exploration, WorkersConfig};
-use crate::views::{WorkerState, WorkerView};
+use crate::dashboard::views::{WorkerState, WorkerView};
 use shine_agent::protocol::{Heartbeat, RegisterRequest};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};

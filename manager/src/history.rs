@@ -21,7 +21,7 @@
 //! time>`) and a new one started: the history is a convenience, never a reason not to
 //! train.
 
-use crate::series::Sample;
+use crate::dashboard::series::Sample;
 use anyhow::Context;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};

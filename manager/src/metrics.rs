@@ -126,13 +126,13 @@ impl Metrics {
     /// Each registered worker's environments and each run's live workers, from the
     /// fleet (gone workers leave the series). `runs`: every run's name, so a run
     /// without workers shows 0.
-    pub fn observe_fleet(&self, workers: &[crate::views::WorkerView], runs: &[String]) {
+    pub fn observe_fleet(&self, workers: &[crate::dashboard::views::WorkerView], runs: &[String]) {
         self.worker_envs.reset();
         self.workers.reset();
         for r in runs {
             self.workers.with_label_values(&[r]).set(0);
         }
-        for w in workers.iter().filter(|w| w.state != crate::views::WorkerState::Gone) {
+        for w in workers.iter().filter(|w| w.state != crate::dashboard::views::WorkerState::Gone) {
             let (n, mode) = match w.heartbeat.envs_active {
                 0 => (w.info.envs, "fixed"),
                 n => (n, if w.heartbeat.envs_auto { "auto" } else { "fixed" }),

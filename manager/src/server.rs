@@ -13,14 +13,15 @@ use crate::api;
 use crate::config::Config;
 use crate::device::Device;
 use crate::fleet::{Fleet, IdBlocks};
-use crate::history::History;
+use crate::history::{History, Record};
 use crate::league;
 use crate::metrics::Metrics;
 use crate::run::{store, Runs};
-use crate::series_sampler;
+use crate::dashboard::sampler;
 use crate::app_state::{AppState, Manager};
 use anyhow::Context;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -45,7 +46,7 @@ pub async fn serve(listener: TcpListener, config: Config, shutdown: Cancellation
     }
 
     let tasks = TaskTracker::new();
-    tasks.spawn(series_sampler::sampler(state.clone(), shutdown.clone()));
+    tasks.spawn(sample_every_interval(state.clone(), shutdown.clone()));
     tasks.close();
     let served = axum::serve(listener, api::app(state.clone())).with_graceful_shutdown(shutdown.clone().cancelled_owned()).await;
     tracing::info!("stopped accepting requests; shutting down");
@@ -96,4 +97,32 @@ async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Result<Ap
     // Each registry keeps its run's best rated models from its next prune on.
     state.keep_league_models(&state.league.lock().expect("league lock"));
     Ok(state)
+}
+
+/// The sampler task: every `[stats] interval_secs` until `stop`, the fleet swept (its
+/// workers that timed out marked gone), one sample of every run (into its series and
+/// the history), and the live channels of workers gone and unwatched dropped.
+async fn sample_every_interval(state: AppState, stop: CancellationToken) {
+    let period = Duration::from_secs_f64(state.config.stats.interval_secs);
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => break,
+            _ = tick.tick() => {}
+        }
+        for run in state.all_runs() {
+            let prev = run.series().lock().expect("series lock").last().cloned();
+            let s = {
+                let mut fleet = state.fleet.lock().expect("fleet lock");
+                fleet.sweep(Instant::now());
+                sampler::sample(&run, &state.metrics, &fleet, prev.as_ref())
+            };
+            run.series().lock().expect("series lock").push(s.clone());
+            state.history.record(Record::Sample { run: run.name().to_string(), sample: Box::new(s) });
+        }
+        let now = Instant::now();
+        let fleet = state.fleet.lock().expect("fleet lock");
+        state.live.retain_workers(|id| fleet.contains(id, now));
+    }
 }

@@ -229,3 +229,120 @@ async fn a_wrong_method_gets_the_json_error_body_and_bearer_is_any_case() {
     assert_eq!(r.status(), 401, "another scheme is not a bearer token");
     m.stop().await.unwrap();
 }
+
+/// `route`'s path with its parameters filled in: `{run}` as `run`, any other as `1`.
+fn filled(path: &str, run: &str) -> String {
+    path.split('/')
+        .map(|seg| {
+            if seg == "{run}" {
+                run
+            } else if seg.starts_with('{') {
+                "1"
+            } else {
+                seg
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// Every route the router serves (`api::served`, the list the router is built from),
+/// every method it takes (GET with HEAD), on a run that exists and on one that does
+/// not: a token route answers 401 to a caller without the token (none, a wrong one, or
+/// only `?token=`) before anything else, so a stranger never learns which runs exist;
+/// a read follows `public_reads`; with access, a run that does not exist is 404 naming
+/// the runs; a method no route takes is 405 whoever asks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_token_route_answers_401_before_404_whatever_the_method() {
+    use shine_manager::api::{served, Access};
+    let routes = served(1 << 20);
+    // The router's own list, whole: the token routes of docs/api.md among them.
+    let token: Vec<String> = routes.iter().filter(|r| r.access == Access::Token).map(|r| format!("{} {}", r.method, r.path)).collect();
+    for known in ["GET /api/v1/runs/{run}/workers/{id}/live", "POST /api/v1/experience", "DELETE /api/v1/runs/{run}", "POST /api/v1/league/results"] {
+        assert!(token.contains(&known.to_string()), "{known} is a token route: {token:?}");
+    }
+    for public_reads in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = config(dir.path());
+        cfg.server.public_reads = public_reads;
+        let m = Manager::start(cfg).await;
+        for route in &routes {
+            let runs: &[&str] = if route.path.contains("{run}") { &["default", "nope"] } else { &["default"] };
+            let mut methods = vec![route.method.as_str()];
+            if route.method == "GET" {
+                methods.push("HEAD");
+            }
+            for (run, method) in runs.iter().flat_map(|r| methods.iter().map(move |m| (*r, *m))) {
+                let path = filled(&route.path, run);
+                let what = format!("{method} {path} ({:?}, public_reads = {public_reads})", route.access);
+                let send = |token: Option<&str>, query: bool| {
+                    let url = if query { format!("{}{path}?token={TOKEN}", m.url) } else { format!("{}{path}", m.url) };
+                    let mut rq = m.http.request(reqwest::Method::from_bytes(method.as_bytes()).unwrap(), url);
+                    if let Some(t) = token {
+                        rq = rq.bearer_auth(t);
+                    }
+                    async move {
+                        let r = rq.send().await.unwrap();
+                        let status = r.status().as_u16();
+                        (status, r.text().await.unwrap())
+                    }
+                };
+                let refused = |(status, _): &(u16, String)| *status == 401;
+                let (none, wrong, query) = (send(None, false).await, send(Some("wrong"), false).await, send(None, true).await);
+                match route.access {
+                    Access::Token => {
+                        for (how, answer) in [("no token", &none), ("a wrong token", &wrong), ("the token as ?token=", &query)] {
+                            assert!(refused(answer), "{what} with {how}: {answer:?}");
+                        }
+                    }
+                    Access::Read => {
+                        assert_eq!(refused(&none), !public_reads, "{what} without the token: {none:?}");
+                        assert!(!refused(&query), "{what} with ?token=: {query:?}");
+                    }
+                    Access::Open => assert!(!refused(&none), "{what}: {none:?}"),
+                }
+                // With the token: served (not the router's fallback), and a run that
+                // does not exist is 404 naming the runs there are.
+                let (status, body) = send(Some(TOKEN), false).await;
+                assert_ne!(status, 401, "{what} with the token: {body}");
+                assert!(!body.contains("no such route"), "{what} is served: {body}");
+                if run == "nope" && route.path.starts_with("/api/v1/runs/{run}") && method != "HEAD" {
+                    assert!(status == 404 && body.contains("not_found") && body.contains("default"), "{what}: {status} {body}");
+                }
+            }
+            // A method the path does not take: 405 whoever asks.
+            for token in [None, Some(TOKEN)] {
+                let path = filled(&route.path, "nope");
+                let mut rq = m.http.request(reqwest::Method::PUT, m.at(&path));
+                if let Some(t) = token {
+                    rq = rq.bearer_auth(t);
+                }
+                assert_eq!(rq.send().await.unwrap().status(), 405, "PUT {path}");
+            }
+        }
+        m.stop().await.unwrap();
+    }
+}
+
+/// docs/api.md's route headings say each route's access as the router applies it: every
+/// route a heading names is served, marked `(token)` exactly when it is a token route,
+/// and every token route has a heading.
+#[test]
+fn the_api_docs_mark_exactly_the_token_routes() {
+    use shine_manager::api::{served, Access};
+    let routes = served(1 << 20);
+    let doc = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/api.md")).unwrap();
+    let mut documented = Vec::new();
+    for heading in doc.lines().filter(|l| l.starts_with("### ")) {
+        for item in heading.split('`').skip(1).step_by(2) {
+            let (method, path) = item.split_once(' ').unwrap_or_else(|| panic!("{heading}: `{item}` is not METHOD PATH"));
+            let path = path.split(['?', '[']).next().unwrap();
+            let route = routes.iter().find(|r| r.method == method && r.path == path).unwrap_or_else(|| panic!("{heading}: {method} {path} is not served"));
+            assert_eq!(heading.contains("(token)"), route.access == Access::Token, "{heading}: {method} {path} is {:?}", route.access);
+            documented.push((method.to_string(), path.to_string()));
+        }
+    }
+    for r in routes.iter().filter(|r| r.access == Access::Token && !r.in_run) {
+        assert!(documented.contains(&(r.method.to_string(), r.path.clone())), "{} {} has no heading in docs/api.md", r.method, r.path);
+    }
+}

@@ -16,112 +16,46 @@
 mod common;
 
 use common::{HANG, TOKEN};
-use shine_testkit::free_port;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use shine_agent::experience::{self, col, BatchMeta, Expect, TRANSITION_FLOATS};
+use shine_manager::config::Config;
 use shine_manager::storage::wal::{self, WalMeta};
+use shine_testkit::manager::Manager;
+use shine_testkit::Proc;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::os::unix::process::ExitStatusExt;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_shine-manager");
 const ROWS: usize = 40;
-const CHECKPOINT_EVERY: u64 = 40;
 const EXPECT: Expect = Expect { actions: 5, n_step: 1 };
 
-fn write_config(dir: &Path, port: u16) -> std::path::PathBuf {
-    let path = dir.join("manager.toml");
-    let text = format!(
-        r#"
-[server]
-listen = "127.0.0.1:{port}"
-data_dir = "{data}"
-[stats]
-interval_secs = 0.1
-[registry]
-keep_last = 1000
-[trainer]
-device = "cpu"
-burn_in = 200
-samples_per_insert = 4.0
-rate_slack = 256
-insert_slack = 2000
-publish_every = 20
-checkpoint_every = {CHECKPOINT_EVERY}
-checkpoint_every_secs = 0.0
-stats_every = 1
-[replay]
-capacity = 1000000
-update_size = 40
-[dqn]
-batch_size = 16
-[wal]
-durability = "fsync"
-segment_mb = 1
-"#,
-        data = dir.join("data").display()
-    );
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
-/// A data directory, a port and a config for it, and where the managers' logs go.
+/// A data directory and the manager for it: `chaos.toml` (testkit/configs) on a free
+/// port, its log appended to across restarts.
 struct Rig {
     dir: tempfile::TempDir,
+    manager: Manager,
     url: String,
-    config: std::path::PathBuf,
-    log: std::path::PathBuf,
 }
 
 fn rig() -> Rig {
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let config = write_config(dir.path(), port);
-    let log = dir.path().join("manager.log");
-    Rig { url: format!("http://127.0.0.1:{port}"), config, log, dir }
-}
-
-/// The manager command of `rig`, its output appended to the rig's log.
-fn manager_command(rig: &Rig) -> Command {
-    let log = std::fs::OpenOptions::new().create(true).append(true).open(&rig.log).unwrap();
-    let mut c = Command::new(BIN);
-    c.arg("--config").arg(&rig.config).env("SHINE_TOKEN", TOKEN).env("RUST_LOG", "info").stdout(Stdio::from(log.try_clone().unwrap())).stderr(Stdio::from(log));
-    c
+    let manager = Manager::new(env!("CARGO_BIN_EXE_shine-manager"), "chaos.toml", dir.path(), TOKEN);
+    Rig { url: manager.url(), manager, dir }
 }
 
 /// A manager process, up and answering.
-fn start(rig: &Rig) -> Child {
-    let mut child = manager_command(rig).spawn().unwrap();
-    wait_healthy(&rig.url, &mut child);
-    child
-}
-
-fn wait_healthy(url: &str, child: &mut Child) {
-    let port: u16 = url.rsplit(':').next().and_then(|p| p.parse().ok()).expect("a url with a port");
-    let deadline = Instant::now() + HANG;
-    while !shine_testkit::healthy(port) {
-        assert!(child.try_wait().unwrap().is_none(), "the manager exited during start-up");
-        assert!(Instant::now() < deadline, "the manager did not come up");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+fn start(rig: &Rig) -> Proc {
+    rig.manager.start()
 }
 
 /// Send `sig` and wait for the process to exit; how it exited.
-fn signal(child: &mut Child, sig: &str) -> std::process::ExitStatus {
-    assert!(Command::new("kill").args([&format!("-{sig}"), &child.id().to_string()]).status().unwrap().success());
-    let deadline = Instant::now() + HANG;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status;
-        }
-        assert!(Instant::now() < deadline, "no exit after SIG{sig}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+fn signal(p: &mut Proc, sig: &str) -> std::process::ExitStatus {
+    p.signal(sig);
+    p.wait(HANG)
 }
 
 /// `current` of the stats once the manager's ingest queue is empty: what its replay holds.
@@ -141,7 +75,7 @@ fn drained(url: &str) -> Value {
 /// Upload `uploader`'s tagged batches until one is refused 503 `storage_full`: the tags
 /// acknowledged (202) before it, and that refusal's body. An upload without an answer
 /// fails the test with what became of the manager.
-fn upload_until_storage_full(http: &reqwest::blocking::Client, url: &str, uploader: u32, manager: &mut Child) -> (Vec<u32>, Value) {
+fn upload_until_storage_full(http: &reqwest::blocking::Client, url: &str, uploader: u32, manager: &mut Proc) -> (Vec<u32>, Value) {
     let mut acked = Vec::new();
     for seq in 0..2000 {
         let (body, tags) = tagged_upload(uploader, seq);
@@ -151,7 +85,7 @@ fn upload_until_storage_full(http: &reqwest::blocking::Client, url: &str, upload
             .header("content-type", "application/octet-stream")
             .body(body)
             .send()
-            .unwrap_or_else(|e| panic!("upload {seq} got no answer ({e}); the manager: {:?}", manager.try_wait().unwrap()));
+            .unwrap_or_else(|e| panic!("upload {seq} got no answer ({e}); the manager: {:?}", manager.child.try_wait().unwrap()));
         match r.status().as_u16() {
             202 => acked.extend(tags),
             503 => {
@@ -312,8 +246,10 @@ fn kill_9_at_random_moments_loses_nothing_acknowledged_and_repeats_nothing() {
     assert_eq!((kills, terms), (20, 4), "each stop found the manager serving and ended it (signal, answered before, exit): {stops:?}");
 
     // The step counter never went back by more than the checkpoint interval.
+    let checkpoint_every = Config::from_file(&rig.manager.config).unwrap().trainer.checkpoint_every;
+    assert!(checkpoint_every > 0, "chaos.toml checkpoints");
     for (before, after) in &steps_before {
-        assert!(after + CHECKPOINT_EVERY >= *before, "train step went back from {before} to {after} (checkpoint every {CHECKPOINT_EVERY})");
+        assert!(after + checkpoint_every >= *before, "train step went back from {before} to {after} (checkpoint every {checkpoint_every})");
     }
     // No version number was served with two bodies.
     let models = models.lock().unwrap();
@@ -357,7 +293,7 @@ fn kill_9_at_random_moments_loses_nothing_acknowledged_and_repeats_nothing() {
 /// or a shell's `ulimit -f`, with the default action.
 fn limited_command(rig: &Rig, max_file_bytes: u64, ignore_sigxfsz: bool) -> Command {
     use std::os::unix::process::CommandExt;
-    let mut c = manager_command(rig);
+    let mut c = rig.manager.command();
     // SAFETY: only async-signal-safe calls (setrlimit, signal) between fork and exec.
     unsafe {
         c.pre_exec(move || {
@@ -375,10 +311,8 @@ fn limited_command(rig: &Rig, max_file_bytes: u64, ignore_sigxfsz: bool) -> Comm
 }
 
 /// `shine-manager` under a file-size limit, SIGXFSZ ignored, up and answering.
-fn start_limited(rig: &Rig, max_file_bytes: u64) -> Child {
-    let mut child = limited_command(rig, max_file_bytes, true).spawn().unwrap();
-    wait_healthy(&rig.url, &mut child);
-    child
+fn start_limited(rig: &Rig, max_file_bytes: u64) -> Proc {
+    rig.manager.start_command(limited_command(rig, max_file_bytes, true))
 }
 
 #[test]
@@ -417,21 +351,20 @@ fn a_file_size_limit_with_sigxfsz_at_its_default_answers_503_and_the_manager_liv
     let rig = rig();
     let url = rig.url.clone();
     // Segments of 1 MiB, files limited to 700 KB: the first segment hits the limit.
-    let mut manager = limited_command(&rig, 700_000, false).spawn().unwrap();
-    wait_healthy(&url, &mut manager);
+    let mut manager = rig.manager.start_command(limited_command(&rig, 700_000, false));
     let http = reqwest::blocking::Client::new();
     let post =
         |body: Vec<u8>| http.post(format!("{url}/api/v1/experience")).bearer_auth(TOKEN).header("content-type", "application/octet-stream").body(body).send();
     let (acked, full) = upload_until_storage_full(&http, &url, 8, &mut manager);
     assert!(full["error"]["message"].as_str().unwrap().contains("disk is full"), "{full}");
-    assert!(manager.try_wait().unwrap().is_none(), "the manager is still running");
+    assert!(manager.child.try_wait().unwrap().is_none(), "the manager is still running");
     assert_eq!(http.get(format!("{url}/healthz")).send().unwrap().status(), 200);
     // A second try is refused the same way, and the manager still lives.
     let (body, _) = tagged_upload(8, 9999);
     let r = post(body).unwrap();
     assert_eq!(r.status(), 503);
     assert_eq!(r.json::<Value>().unwrap()["error"]["code"], "storage_full");
-    assert!(manager.try_wait().unwrap().is_none(), "the manager is still running after a second refusal");
+    assert!(manager.child.try_wait().unwrap().is_none(), "the manager is still running after a second refusal");
     signal(&mut manager, "KILL");
 
     // Restarted without the limit: every acknowledged upload is back in the replay,
@@ -488,7 +421,7 @@ fn a_flipped_length_byte_in_the_log_loses_that_upload_only() {
     let current = drained(&url);
     let held = current["replay_size"].as_u64().unwrap() + current["replay_staged"].as_u64().unwrap();
     assert_eq!(held, 11 * ROWS as u64, "11 of the 12 uploads are back: {current}");
-    let log = std::fs::read_to_string(&rig.log).unwrap();
+    let log = manager.log();
     assert!(log.contains("corrupt_skipped=1 "), "the restart counted one corrupt record:\n{log}");
     for (i, (body, _)) in uploads.iter().enumerate() {
         let (status, v) = post(body.clone());

@@ -1,7 +1,8 @@
 //! The binary as an operator meets it: --help, the token requirement, the listen URL,
 //! and a clean exit with a final checkpoint on SIGTERM.
 
-use shine_testkit::{spawn, wait_for, Proc, HANG};
+use shine_testkit::manager::config;
+use shine_testkit::{wait_for, Proc, HANG};
 use std::process::Command;
 use std::time::Duration;
 
@@ -15,18 +16,15 @@ fn manager() -> Command {
     c
 }
 
-/// A manager on 127.0.0.1:0 with `token` and `log` as its RUST_LOG, its output in
-/// data_dir.log; with its `host:port` once it says it listens.
-fn serving(data_dir: &std::path::Path, token: &str, log: &str) -> (Proc, String) {
-    let mut cmd = manager();
-    cmd.args(["--listen", "127.0.0.1:0", "--device", "cpu", "--data-dir"]).arg(data_dir).env("SHINE_TOKEN", token).env("RUST_LOG", log);
-    let p = spawn(&mut cmd, data_dir.with_extension("log"));
-    let address = |text: &str| text.lines().find_map(|l| l.strip_prefix("shine-manager listening on http://").map(str::to_string));
-    // (Whole lines only: the address may be half written.)
-    wait_for(HANG, "the address line", || address(p.log().rsplit_once('\n').map_or("", |(whole, _)| whole)).is_some(), &p);
-    let addr = address(&p.log()).unwrap();
-    assert!(addr.starts_with("127.0.0.1:"), "{addr:?}");
-    (p, addr)
+/// A manager serving the test config `small.toml` with `token` and `log` as its
+/// RUST_LOG, its data in `dir/data`, its output in `dir/manager.log`; with its
+/// `host:port`.
+fn serving(dir: &std::path::Path, token: &str, log: &str) -> (Proc, String) {
+    let m = shine_testkit::manager::Manager::new(BIN, "small.toml", dir, token);
+    let mut cmd = m.command();
+    cmd.env("RUST_LOG", log);
+    let p = m.start_command(cmd);
+    (p, format!("127.0.0.1:{}", m.port))
 }
 
 #[test]
@@ -63,25 +61,29 @@ fn check_config_says_whether_the_config_is_valid_and_starts_nothing() {
     // What scripts/sweep.sh checks a grid with before it starts anything.
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let check = |runs: &str| {
-        let file = dir.path().join("m.toml");
-        std::fs::write(&file, format!("[server]\ndata_dir = {:?}\n{runs}", data.to_str().unwrap())).unwrap();
-        manager().arg("--config").arg(&file).args(["--token", "t", "--check-config"]).output().unwrap()
-    };
-    let ok = check("[[runs]]\nname = \"a\"\ndqn = { lr = 0.001 }\nworkers = { epsilon = 0.1 }\n");
+    let check =
+        |file: &str| manager().arg("--config").arg(config(file)).arg("--data-dir").arg(&data).args(["--token", "t", "--check-config"]).output().unwrap();
+    let ok = check("runs-grid.toml");
     assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
     assert_eq!(String::from_utf8_lossy(&ok.stdout).trim(), "the configuration is valid");
-    for (run, entry, says) in [
-        ("a", "dqn = { lrr = 0.001 }", "lrr"),
-        ("b", "dqn = { gamma = 1.5 }", "gamma"),
-        ("c", "workers = { heartbeat_secs = 1.0 }", "[workers] heartbeat_secs is the fleet's"),
-        ("d", "workers = { epsilon = 2.0 }", "epsilon = 2"),
-    ] {
-        let bad = check(&format!("[[runs]]\nname = {run:?}\n{entry}\n"));
+    let cases = [
+        ("run-unknown-key.toml", "a", "lrr"),
+        ("run-gamma-out-of-range.toml", "b", "gamma"),
+        ("run-fleet-setting.toml", "c", "[workers] heartbeat_secs is the fleet's"),
+        ("run-epsilon-out-of-range.toml", "d", "epsilon = 2"),
+    ];
+    for (file, run, says) in cases {
+        let bad = check(&format!("invalid/{file}"));
         let err = String::from_utf8_lossy(&bad.stderr);
-        assert_eq!(bad.status.code(), Some(1), "{entry}: {err}");
-        assert!(err.contains(says) && err.contains(&format!("run {run:?}")), "{entry}: {err}");
+        assert_eq!(bad.status.code(), Some(1), "{file}: {err}");
+        assert!(err.contains(says) && err.contains(&format!("run {run:?}")), "{file}: {err}");
     }
+    // Every invalid test config is one of these cases.
+    let mut files: Vec<String> = std::fs::read_dir(config("invalid")).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    files.sort();
+    let mut named: Vec<&str> = cases.iter().map(|c| c.0).collect();
+    named.sort();
+    assert_eq!(files, named, "testkit/configs/invalid/ holds exactly the cases of this test");
     assert!(!data.exists(), "a check writes nothing");
 }
 
@@ -89,9 +91,9 @@ fn check_config_says_whether_the_config_is_valid_and_starts_nothing() {
 fn sigterm_stops_cleanly_with_a_final_checkpoint() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let (mut p, _) = serving(&data, "t", "warn");
+    let (mut p, addr) = serving(dir.path(), "t", "warn");
     // Nothing below warn comes before it: the address is the first line an operator sees.
-    assert!(p.log().starts_with("shine-manager listening on http://127.0.0.1:"), "{}", p.log());
+    assert!(p.log().starts_with(&format!("shine-manager listening on http://{addr}\n")), "{}", p.log());
     p.signal("TERM");
     assert_eq!(p.wait(HANG).code(), Some(0));
     assert!(shine_manager::storage::checkpoint::path(&data.join("runs/default")).exists(), "final checkpoint written");
@@ -100,7 +102,7 @@ fn sigterm_stops_cleanly_with_a_final_checkpoint() {
 #[test]
 fn a_query_token_never_reaches_the_log_even_at_debug_level() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut p, addr) = serving(&dir.path().join("data"), "the-secret-token-42", "debug");
+    let (mut p, addr) = serving(dir.path(), "the-secret-token-42", "debug");
     for path in ["/api/v1/stats?token=the-secret-token-42", "/api/v1/models?x=1&token=the-secret-token-42", "/?TOKEN=the-secret-token-42"] {
         let r = reqwest::blocking::get(format!("http://{addr}{path}")).unwrap();
         assert_eq!(r.status(), 200, "{path}");
@@ -118,7 +120,9 @@ fn a_second_signal_quits_at_once_while_a_graceful_stop_waits() {
     use std::io::Write;
     let dir = tempfile::tempdir().unwrap();
     // The trace layer's line for each request it takes ("started processing request").
-    let (mut p, addr) = serving(&dir.path().join("data"), "t", "warn,tower_http=debug");
+    let (mut p, addr) = serving(dir.path(), "t", "warn,tower_http=debug");
+    let taken = |log: &str| log.matches("started processing request").count();
+    let before = taken(&p.log());
     // An upload whose body never finishes: a graceful stop waits for it.
     let mut slow = std::net::TcpStream::connect(&addr).unwrap();
     write!(
@@ -127,8 +131,10 @@ fn a_second_signal_quits_at_once_while_a_graceful_stop_waits() {
     )
     .unwrap();
     slow.flush().unwrap();
-    // In flight once the manager has taken it (its log says so), however long that takes.
-    wait_for(HANG, "the manager to log the upload it takes", || p.log().contains("started processing request"), &p);
+    // In flight once the manager has taken it (its log says so: one line more than the
+    // fixture's /healthz requests, all answered before it returned), however long that
+    // takes.
+    wait_for(HANG, "the manager to log the upload it takes", || taken(&p.log()) > before, &p);
     p.signal("TERM");
     // A while for an early exit to show (weaker on a slow machine, never wrong).
     std::thread::sleep(Duration::from_millis(500));

@@ -143,6 +143,8 @@ async fn the_page_and_reads_follow_public_reads_and_writes_always_need_the_token
         async move { http.get(url).send().await.unwrap().status().as_u16() }
     };
     assert_eq!(status("/").await, 401);
+    let page = m.http.get(m.at("/")).send().await.unwrap().text().await.unwrap();
+    assert!(page.contains("Token needed") && page.contains("/?token=YOUR_TOKEN"), "a person is told what to do: {page}");
     assert_eq!(status(&format!("/?token={TOKEN}")).await, 200);
     assert_eq!(status("/?token=wrong").await, 401);
     assert_eq!(status("/api/v1/stats").await, 401);

@@ -98,7 +98,7 @@ class GridFile(unittest.TestCase):
         self.assertEqual([n for n, _, _ in g.runs()][:2], ["p0-s1", "p1-s1"])
 
     def test_shapes_say_which_settings_can_group(self):
-        settings = {"game": {"action_set": "untouchable"}, "replay": {"kind": "device", "sampling": "uniform"}, "trainer": {"grouped": None},
+        settings = {"game": {"action_set": "untouchable"}, "replay": {"kind": "device", "sampling": "uniform"}, "trainer": {"grouped": None, "cuda_graph": None},
                     "dqn": {"batch_size": 32, "optimizer": "rmsprop", "double_dqn": True, "publish_average_tau": 0.0002, "lr": 0.001}}
         other_lr = json.loads(json.dumps(settings))
         other_lr["dqn"]["lr"] = 0.0005
@@ -106,9 +106,19 @@ class GridFile(unittest.TestCase):
         bigger = json.loads(json.dumps(settings))
         bigger["dqn"]["batch_size"] = 64
         self.assertNotEqual(grid.shape(settings), grid.shape(bigger), "a batch size does")
+        prioritized = json.loads(json.dumps(settings))
+        prioritized["replay"]["sampling"] = "prioritized"
+        self.assertNotEqual(grid.shape(settings), grid.shape(prioritized), "prioritized runs group among themselves")
+        self.assertIsNotNone(grid.shape(prioritized))
         host = json.loads(json.dumps(settings))
         host["replay"]["kind"] = "host"
-        self.assertIsNone(grid.shape(host), "the host replay trains alone")
+        no_graph = json.loads(json.dumps(settings))
+        no_graph["trainer"]["cuda_graph"] = False
+        self.assertNotEqual(grid.shape(settings), grid.shape(host), "the host replay keeps a group from its graph: it groups apart")
+        self.assertEqual(grid.shape(host), grid.shape(no_graph), "runs that cannot be a graph group together")
+        alone = json.loads(json.dumps(settings))
+        alone["trainer"]["grouped"] = False
+        self.assertIsNone(grid.shape(alone), "grouped = false trains alone")
 
 
 class Driver(unittest.TestCase):

@@ -9,10 +9,15 @@
 //!   (a test of the worker must not pull the manager's HTTP stack).
 //! - [`metric`]: the value of one series in Prometheus text, the one parser of
 //!   `/metrics` the tests and benchmarks use.
+//! - [`manager`]: `shine-manager` as a process, started from one of the test configs
+//!   in `testkit/configs/` with `--listen`, `--data-dir` and `--token`, waited for until
+//!   it answers; the one way a test starts a manager process.
 //!
 //! A dev-dependency only: nothing here is built into a binary.
 
 #![deny(unsafe_code)]
+
+pub mod manager;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};

@@ -214,8 +214,9 @@ fn run_with_dolphin_feeds_the_manager_and_restarts_crashed_emulators() {
     // several times during the test and must be started again.
     let scenario = dir.path().join("melee.scenario");
     std::fs::write(&scenario, "seed = 3\ncrash_after = 2500\n").unwrap();
-    let port = free_port();
-    let manager = start_manager(dir.path(), port, 1);
+    let m = manager(dir.path(), "worker-e2e.toml");
+    let port = m.port;
+    let manager = m.start();
     let mut worker = start_worker(dir.path(), port, &["--backend", "dolphin", "--dolphin", peer.to_str().unwrap(), "--iso", scenario.to_str().unwrap()]);
     wait_for(
         HANG,

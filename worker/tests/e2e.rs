@@ -9,8 +9,9 @@ use std::time::Duration;
 #[test]
 fn worker_feeds_the_manager_and_plays_its_new_models() {
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let manager = start_manager(dir.path(), port, 1);
+    let m = manager(dir.path(), "worker-e2e.toml");
+    let port = m.port;
+    let manager = m.start();
     let mut worker = start_worker(dir.path(), port, &[]);
     wait_for(
         Duration::from_secs(600),
@@ -39,8 +40,9 @@ fn worker_feeds_the_manager_and_plays_its_new_models() {
 #[test]
 fn no_transition_is_lost_or_doubled_when_the_manager_restarts() {
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let mut manager = start_manager(dir.path(), port, 1);
+    let m = manager(dir.path(), "worker-e2e.toml");
+    let port = m.port;
+    let mut manager = m.start();
     let mut worker = start_worker(dir.path(), port, &[]);
     wait_for(Duration::from_secs(600), "the first experiences", || metric(port, "shine_transitions_accepted_total").unwrap_or(0.0) >= 1000.0, &manager);
 
@@ -66,7 +68,7 @@ fn no_transition_is_lost_or_doubled_when_the_manager_restarts() {
     wait_for(Duration::from_secs(300), "the worker to notice the manager is gone", || worker.log().contains("cannot reach the manager"), &worker);
     std::thread::sleep(Duration::from_secs(2));
 
-    let manager = start_manager(dir.path(), port, 2);
+    let manager = m.start();
     wait_for(
         Duration::from_secs(300),
         "the worker to deliver its spool to the new manager",
@@ -93,19 +95,15 @@ fn the_rate_limiter_paces_the_worker_to_the_learner_and_loses_nothing() {
     // held back (a queue of one upload, 100 transitions of slack), the manager answers 503
     // and the worker must pause, not drop anything. (At 8 samples per insert, which
     // side was slower depended on the machine: CI once saw no 503 at all.)
-    const RATIO: f64 = 128.0;
-    const BATCH: f64 = 32.0;
-    const UPLOAD: f64 = 500.0; // the most transitions in one upload (the config's cadence)
-    const INSERT_SLACK: f64 = 100.0;
-    const RATE_SLACK: f64 = 1024.0;
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let manager = start_manager_with(
-        dir.path(),
-        port,
-        1,
-        &format!("burn_in = 200\nsamples_per_insert = {RATIO}\nrate_slack = {RATE_SLACK}\ninsert_slack = {INSERT_SLACK}\ningest_queue_transitions = {UPLOAD}"),
-    );
+    let m = manager(dir.path(), "worker-rate-limited.toml");
+    let trainer = |key| config_number(&m, "trainer", key);
+    let (ratio, insert_slack, rate_slack, upload) =
+        (trainer("samples_per_insert"), trainer("insert_slack"), trainer("rate_slack"), trainer("ingest_queue_transitions"));
+    assert_eq!(upload, config_number(&m, "workers", "upload_every_transitions"), "the queue holds one upload");
+    const BATCH: f64 = 32.0; // [dqn] batch_size, the default
+    let port = m.port;
+    let manager = m.start();
     let mut worker = start_worker(dir.path(), port, &[]);
     wait_for(Duration::from_secs(600), "3,000 train steps", || metric(port, "shine_train_steps_total").unwrap_or(0.0) >= 3000.0, &manager);
     // The pause is what this test is about, so wait until the manager has held an
@@ -119,11 +117,11 @@ fn the_rate_limiter_paces_the_worker_to_the_learner_and_loses_nothing() {
     // the one waiting in the queue:
     let inserted = metric(port, "shine_transitions_accepted_total").unwrap();
     let sampled = metric(port, "shine_train_steps_total").unwrap() * BATCH;
-    assert!(inserted <= sampled / RATIO + INSERT_SLACK + 2.0 * UPLOAD, "{inserted} inserted is too far ahead of {sampled} sampled");
+    assert!(inserted <= sampled / ratio + insert_slack + 2.0 * upload, "{inserted} inserted is too far ahead of {sampled} sampled");
     // ... and the learner leads by at most rate_slack plus one batch.
     let sampled = metric(port, "shine_train_steps_total").unwrap() * BATCH;
     let inserted = metric(port, "shine_transitions_accepted_total").unwrap();
-    assert!(sampled <= RATIO * inserted + RATE_SLACK + BATCH, "{sampled} sampled is too far ahead of {inserted} inserted");
+    assert!(sampled <= ratio * inserted + rate_slack + BATCH, "{sampled} sampled is too far ahead of {inserted} inserted");
 
     worker.signal("TERM");
     assert!(worker.wait(Duration::from_secs(60)).success(), "worker log:\n{}", worker.log());
@@ -145,25 +143,16 @@ fn the_rate_limiter_paces_the_worker_to_the_learner_and_loses_nothing() {
 fn a_busy_manager_gets_larger_batches_never_past_its_queue() {
     // The learner cannot keep up (128 samples per insert), so uploads are answered 503;
     // the queue holds four uploads of 50 (insert_slack 200): the worker's batches
-    // double to 100 and 200 transitions, and no further. (Uploads of 50, not the test
-    // config's 500: the learner takes 4 train steps for every transition, and the
-    // dozen uploads this test waits on cost a tenth of the steps.)
+    // double to 100 and 200 transitions, and no further. (Uploads of 50, not
+    // worker-e2e.toml's 500: the learner takes 4 train steps for every transition, and
+    // the dozen uploads this test waits on cost a tenth of the steps. The rest of the
+    // premise is in worker-busy.toml.)
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let manager = start_manager_edited(
-        dir.path(),
-        port,
-        1,
-        // One model for the whole test: a batch holds one model's play, so models
-        // published every few steps would cut batches short whatever their size.
-        "burn_in = 200\nsamples_per_insert = 128.0\nrate_slack = 1024\ninsert_slack = 200\ningest_queue_transitions = 200\npublish_every = 1000000",
-        // Batches cut by size, not by age: the age scales with them, and a slow machine
-        // must not cut them before they are full.
-        &|text| {
-            assert!(text.contains("upload_every_transitions = 500") && text.contains("upload_every_secs = 0.5"), "the test config changed:\n{text}");
-            text.replace("upload_every_transitions = 500", "upload_every_transitions = 50").replace("upload_every_secs = 0.5", "upload_every_secs = 600.0")
-        },
-    );
+    let m = manager(dir.path(), "worker-busy.toml");
+    let (queue, upload) = (config_number(&m, "trainer", "ingest_queue_transitions"), config_number(&m, "workers", "upload_every_transitions"));
+    assert_eq!((queue, upload), (200.0, 50.0), "the queue holds four uploads of 50");
+    let port = m.port;
+    let manager = m.start();
     let mut worker = start_worker(dir.path(), port, &[]);
     wait_for(Duration::from_secs(600), "batches scaled up four times", || worker.log().contains("scale=4"), &manager);
     // The batches made before (the spool's backlog, the hand-over channel, the one in
@@ -187,8 +176,9 @@ fn a_busy_manager_gets_larger_batches_never_past_its_queue() {
 #[test]
 fn a_refused_token_stops_the_worker_and_keeps_its_spool() {
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let mut manager = start_manager(dir.path(), port, 1);
+    let m = manager(dir.path(), "worker-e2e.toml");
+    let port = m.port;
+    let mut manager = m.start();
     let mut worker = start_worker(dir.path(), port, &[]);
     wait_for(HANG, "the first experiences", || metric(port, "shine_transitions_accepted_total").unwrap_or(0.0) >= 1000.0, &manager);
     // The operator rotates the token and restarts the manager; this worker still has
@@ -196,9 +186,7 @@ fn a_refused_token_stops_the_worker_and_keeps_its_spool() {
     // error that says what to check, and what it played stays spooled.
     manager.signal("TERM");
     manager.wait(HANG);
-    let _manager = start_manager_edited(dir.path(), port, 2, "burn_in = 1000\nsamples_per_insert = 0.0", &|text| {
-        text.replace(&format!("token = \"{TOKEN}\""), "token = \"a-rotated-token\"")
-    });
+    let _manager = Manager { token: "a-rotated-token".into(), ..m }.start();
     let status = worker.wait(HANG);
     assert!(!status.success(), "a worker whose token is refused exits with an error; log:\n{}", worker.log());
     let log = worker.log();
@@ -213,9 +201,9 @@ fn play_and_eval_take_their_model_from_a_managers_address() {
     // The manager keeps its reads private here, so the token matters too. A fresh run
     // publishes version 1 (random weights) at once: no training is needed for this.
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let private = |text: String| text.replacen("[server]\n", "[server]\npublic_reads = false\n", 1);
-    let manager = start_manager_edited(dir.path(), port, 1, "burn_in = 1000\nsamples_per_insert = 0.0", &private);
+    let m = manager(dir.path(), "worker-e2e-private.toml");
+    let port = m.port;
+    let manager = m.start();
     wait_for(HANG, "a published model", || metric(port, "shine_model_version").unwrap_or(0.0) >= 1.0, &manager);
     // One version, by its address and as a file downloaded by hand: the same weights,
     // the same evaluation.

@@ -1,21 +1,11 @@
 //! Several runs on one manager, with real processes: two runs of different tasks and
-//! action sets, workers that join one by name and one the manager assigns, a pause
+//! action sets (`testkit/configs/worker-runs.toml`), workers that join one by name and one the manager assigns, a pause
 //! and a restart.
 
 mod procs;
 
 use procs::*;
 use serde_json::Value;
-
-const RUNS: &str = r#"
-[[runs]]
-name = "dodge"
-weight = 2.0
-
-[[runs]]
-name = "fight"
-game = { action_set = "fight", task = "fight" }
-"#;
 
 fn runs(port: u16) -> Vec<Value> {
     get_json(port, "/api/v1/runs").and_then(|v| v["runs"].as_array().cloned()).unwrap_or_default()
@@ -34,9 +24,9 @@ fn workers_of(port: u16, run: &str) -> Vec<u64> {
 #[test]
 fn two_runs_train_side_by_side_with_their_own_workers_models_and_pause() {
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let trainer = "burn_in = 1000\nsamples_per_insert = 0.0";
-    let mut manager = start_manager_runs(dir.path(), port, 1, trainer, RUNS);
+    let m = manager(dir.path(), "worker-runs.toml");
+    let port = m.port;
+    let mut manager = m.start();
     let names: Vec<String> = runs(port).iter().map(|r| r["name"].as_str().unwrap().to_string()).collect();
     assert_eq!(names, ["dodge", "fight"]);
     assert_eq!(status(&http_get(port, "/api/v1/stats").unwrap()), 404, "no run named default: the routes without a run are 404");
@@ -107,7 +97,7 @@ fn two_runs_train_side_by_side_with_their_own_workers_models_and_pause() {
     for r in ["dodge", "fight"] {
         assert!(dir.path().join(format!("data/runs/{r}/checkpoint/checkpoint.safetensors")).exists(), "{r} wrote its final checkpoint");
     }
-    let manager = start_manager_runs(dir.path(), port, 2, trainer, RUNS);
+    let manager = m.start();
     let (fight, dodge) = (run_field(port, "fight", "train_steps"), run_field(port, "dodge", "train_steps"));
     assert!(fight >= f0 && dodge > d0, "train steps continue from the checkpoints: fight {fight} (paused at {f0}), dodge {dodge} (was past {d0})");
     assert!(runs(port).iter().any(|r| r["name"] == "fight" && r["paused"] == true), "the pause outlives the restart");

@@ -1,5 +1,5 @@
 //! Self-play with real processes: a manager whose Fox run and Marth run are each
-//! other's opponents, and one worker registered to the Fox run. Its uploads feed both
+//! other's opponents (`testkit/configs/worker-selfplay.toml`, `worker-league.toml`), and one worker registered to the Fox run. Its uploads feed both
 //! runs (the Marth run has no worker of its own), each run publishes models of its own
 //! side, and the worker accounts for the opponent's transitions.
 
@@ -8,16 +8,6 @@ mod procs;
 use procs::*;
 use shine_agent::model::QNet;
 use shine_agent::Side;
-
-const RUNS: &str = r#"
-[[runs]]
-name = "fox"
-game = { action_set = "fight", task = "fight", opponent_run = "marth", opponent_cpu_share = 0.0 }
-
-[[runs]]
-name = "marth"
-game = { action_set = "fight", task = "fight", side = "marth", opponent_run = "fox" }
-"#;
 
 fn run_field(port: u16, run: &str, field: &str) -> u64 {
     get_json(port, &format!("/api/v1/runs/{run}")).and_then(|r| r[field].as_u64()).unwrap_or(0)
@@ -31,8 +21,9 @@ fn workers_of(port: u16, run: &str) -> usize {
 #[test]
 fn a_self_play_worker_feeds_both_runs_and_each_publishes_its_own_side() {
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let manager = start_manager_runs(dir.path(), port, 1, "burn_in = 1000\nsamples_per_insert = 0.0", RUNS);
+    let m = manager(dir.path(), "worker-selfplay.toml");
+    let port = m.port;
+    let manager = m.start();
     let wdir = dir.path().join("w");
     std::fs::create_dir_all(&wdir).unwrap();
     let mut worker = start_worker(&wdir, port, &["--run", "fox"]);
@@ -76,14 +67,11 @@ fn post_json(port: u16, path: &str, body: &str) -> u16 {
 #[test]
 fn league_matches_are_played_rated_and_survive_a_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    // Half the worker's time on league matches: enough of them in seconds. A model
-    // every 2 train steps, so that the newest five change many times during a match
-    // (as on a fast machine): the registries must keep the models a worker is playing.
-    // Every model that has played is kept here, so every match shows in the table.
-    let config = format!("{RUNS}\n[league]\nshare = 0.5\n[registry]\nkeep_best_rated = 1000\n");
-    let trainer = "burn_in = 1000\nsamples_per_insert = 0.0\npublish_every = 2";
-    let mut manager = start_manager_runs(dir.path(), port, 1, trainer, &config);
+    // Half the worker's time on league matches, a model every 2 train steps, every
+    // model that has played kept (worker-league.toml says why).
+    let spec = manager(dir.path(), "worker-league.toml");
+    let port = spec.port;
+    let mut manager = spec.start();
     let wdir = dir.path().join("w");
     std::fs::create_dir_all(&wdir).unwrap();
     let mut worker = start_worker(&wdir, port, &["--run", "marth"]);
@@ -133,7 +121,7 @@ fn league_matches_are_played_rated_and_survive_a_restart() {
     // A restart replays the stored matches: the same table.
     manager.signal("TERM");
     assert!(manager.wait(HANG).success(), "manager log:\n{}", manager.log());
-    let _manager = start_manager_runs(dir.path(), port, 2, trainer, &config);
+    let _manager = spec.start();
     // The runs train on and publish, so the table may list newer models; every player
     // still listed keeps its record exactly.
     let again = league();

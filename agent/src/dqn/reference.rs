@@ -1,14 +1,16 @@
 //! The DQN train step in plain autograd: **read this first.** (Tests only.)
 //!
-//! `dqn.rs` computes the same thing fused (one flat parameter buffer, the two
-//! streams' hidden layers as one product, the gradients written by hand, the optimizer
-//! in one pass over host memory), which is fast and hard to read. This file is the
-//! definition: CleanRL's `dqn.py` (`cleanrl/dqn.py` in vwxyzjn/cleanrl) in Rust, top
-//! to bottom: config, model, one train step (TD target, loss, gradients, clipping,
-//! optimizer), target sync. The test `the_lean_step_computes_what_the_step_before_it_did`
-//! (in `dqn.rs`) runs both from the same state for twenty steps and holds them equal:
-//! both optimizers, Double DQN on and off, 3-step returns, terminal rows, importance
-//! weights, active clipping and a target sync.
+//! `dqn.rs` and `dqn/group.rs` compute the same thing fused (the runs' parameters in
+//! padded rows, the two streams' hidden layers and heads as one product each, the
+//! gradients written by hand, the optimizer in a few ops or one pass over host memory),
+//! which is fast and hard to read. This file is the definition: CleanRL's `dqn.py`
+//! (`cleanrl/dqn.py` in vwxyzjn/cleanrl) in Rust, top to bottom: config, model, one
+//! train step (TD target, loss, gradients, clipping, optimizer), target sync. The
+//! oracle (`dqn/oracle.rs`) runs it in float64 from a learner's state, and the tests
+//! `numerics_each_step_is_the_float64_reference_within_float32_rounding` (`dqn.rs`) and
+//! `numerics_a_grouped_step_is_each_runs_float64_reference` (`dqn/group.rs`) hold every
+//! step to it within float32 rounding: both optimizers, Double DQN on and off, 3-step
+//! returns, terminal rows, importance weights, active clipping and a target sync.
 //!
 //! The lines that are easy to get wrong are marked `EASY TO MISS`:
 //! - terminal against time-limit ends: only a real end stops the bootstrap;

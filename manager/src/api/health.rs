@@ -1,22 +1,20 @@
 //! `GET /healthz` (liveness: `200 ok`) and `GET /metrics` (Prometheus text).
 
-use super::Reader;
+use super::{Access, Route};
 use crate::app_state::AppState;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
-use axum::routing::get;
-use axum::Router;
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/healthz", get(healthz)).route("/metrics", get(metrics))
+pub fn routes() -> Vec<Route> {
+    vec![Route::get("/healthz", Access::Open, healthz), Route::get("/metrics", Access::Read, metrics)]
 }
 
 async fn healthz() -> &'static str {
     "ok"
 }
 
-async fn metrics(State(s): State<AppState>, _: Reader) -> impl IntoResponse {
+async fn metrics(State(s): State<AppState>) -> impl IntoResponse {
     // Trainer-owned values are read at scrape time, not only at the last sample.
     let runs = s.all_runs();
     for run in &runs {

@@ -2,19 +2,18 @@
 //! and `GET /history/{run}?since=T&max_points=N` (its stats series, thinned to at most
 //! N points, and its models' evaluation record): for comparing runs, finished or not.
 
-use super::Reader;
+use super::{Access, Route};
 use crate::error::{ApiError, ApiResult};
 use crate::history::{EvalRecord, RunRecord};
 use crate::app_state::AppState;
-use crate::series::Sample;
+use crate::dashboard::series::Sample;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
-use axum::routing::get;
-use axum::{Json, Router};
+use axum::Json;
 use serde::{Deserialize, Serialize};
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/history", get(list)).route("/history/{run}", get(one))
+pub fn routes() -> Vec<Route> {
+    vec![Route::get("/history", Access::Read, list), Route::get("/history/{run}", Access::Read, one)]
 }
 
 /// Points served when `max_points` is not given.
@@ -27,7 +26,7 @@ struct HistoryList {
     runs: Vec<RunRecord>,
 }
 
-async fn list(State(s): State<AppState>, _: Reader) -> ApiResult<Json<HistoryList>> {
+async fn list(State(s): State<AppState>) -> ApiResult<Json<HistoryList>> {
     let state = s.clone();
     let runs = tokio::task::spawn_blocking(move || state.history.runs()).await.map_err(anyhow::Error::from)??;
     Ok(Json(HistoryList { runs }))
@@ -51,12 +50,7 @@ struct RunPath {
     run: String,
 }
 
-async fn one(
-    State(s): State<AppState>,
-    _: Reader,
-    Path(RunPath { run }): Path<RunPath>,
-    q: Result<Query<SeriesQuery>, QueryRejection>,
-) -> ApiResult<Json<RunHistory>> {
+async fn one(State(s): State<AppState>, Path(RunPath { run }): Path<RunPath>, q: Result<Query<SeriesQuery>, QueryRejection>) -> ApiResult<Json<RunHistory>> {
     let Query(q) = q.map_err(|r| ApiError::BadRequest { code: "bad_query", message: r.body_text() })?;
     let points = q.max_points.unwrap_or(DEFAULT_POINTS);
     if !(1..=MAX_POINTS).contains(&points) {

@@ -4,7 +4,7 @@
 //! `POST /league/results` (its result: `200` once it is stored). HTTP only: what a
 //! match and a result do is `crate::league::protocol`'s.
 
-use super::{run_prefix, Reader, Writer};
+use super::{run_prefix, Access, Route};
 use crate::error::{ApiError, ApiResult};
 use crate::league::protocol::{self, CountError, Counted};
 use crate::league::{Assignment, Entrant, LeagueError, Player, Table, ANCHORS};
@@ -13,14 +13,17 @@ use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use serde::Deserialize;
 use shine_agent::protocol::{LeagueMatch, LeaguePlayer, LeagueResult};
 use shine_agent::Task;
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/league", get(table)).route("/league/matches", post(next_match)).route("/league/results", post(result))
+pub fn routes() -> Vec<Route> {
+    vec![
+        Route::get("/league", Access::Read, table),
+        Route::post("/league/matches", Access::Token, next_match),
+        Route::post("/league/results", Access::Token, result),
+    ]
 }
 
 /// The league's players now: every kept model of every fight run (with its side), and
@@ -45,7 +48,7 @@ struct TableQuery {
     run: Option<String>,
 }
 
-async fn table(State(s): State<AppState>, _: Reader, q: Result<Query<TableQuery>, QueryRejection>) -> ApiResult<Json<Table>> {
+async fn table(State(s): State<AppState>, q: Result<Query<TableQuery>, QueryRejection>) -> ApiResult<Json<Table>> {
     let Query(q) = q.map_err(|r| ApiError::BadRequest { code: "bad_query", message: r.body_text() })?;
     if let Some(run) = &q.run {
         // An unknown run is a 404 naming the runs there are (the caller may read).
@@ -75,7 +78,7 @@ fn match_view(a: &Assignment) -> LeagueMatch {
     LeagueMatch { match_id: a.match_id, seed: a.seed, a: player_view(&a.a, a.a_side), b: player_view(&a.b, a.a_side.other()) }
 }
 
-async fn next_match(State(s): State<AppState>, _: Writer) -> Response {
+async fn next_match(State(s): State<AppState>) -> Response {
     let entrants = entrants(&s, None);
     match protocol::hand_out(&s.league, &entrants, |l| s.keep_league_models(l)) {
         Some(a) => Json(match_view(&a)).into_response(),
@@ -83,7 +86,7 @@ async fn next_match(State(s): State<AppState>, _: Writer) -> Response {
     }
 }
 
-async fn result(State(s): State<AppState>, _: Writer, body: Result<Json<LeagueResult>, JsonRejection>) -> ApiResult<Json<Counted>> {
+async fn result(State(s): State<AppState>, body: Result<Json<LeagueResult>, JsonRejection>) -> ApiResult<Json<Counted>> {
     let Json(r) = body.map_err(|e| ApiError::Unprocessable { code: "invalid_result", message: e.body_text() })?;
     let state = s.clone();
     let counted = tokio::task::spawn_blocking(move || {

@@ -1,17 +1,16 @@
 //! Live matches (docs/api.md, "Live match"): `GET /live/{worker}` is the browsers'
 //! WebSocket; `GET /workers/{id}/live` is a worker's long poll ("is anyone watching
-//! me?"), `POST /workers/{id}/live` its frames. The fan-out is [`crate::live`].
+//! me?"), `POST /workers/{id}/live` its frames. The fan-out is [`crate::dashboard::live`].
 
 use super::workers::WorkerPath;
-use super::{ApiJson, Reader, Writer};
+use super::{Access, ApiJson, Route};
 use crate::error::{ApiError, ApiResult};
 use crate::app_state::AppState;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::ws::{close_code, CloseFrame, Message, WebSocket, WebSocketUpgrade};
-use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::extract::{Path, Query, State};
 use axum::response::Response;
-use axum::routing::get;
-use axum::{Json, Router};
+use axum::Json;
 use serde::Deserialize;
 use shine_agent::protocol::{LiveBatch, WatchReply};
 use std::time::{Duration, Instant};
@@ -28,10 +27,13 @@ const LIVE_LIMIT: usize = 1 << 20;
 /// Longest a worker's long poll is held open.
 pub const MAX_WAIT_SECS: f64 = 30.0;
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/workers/{id}/live", get(wait_watched).post(post_frames).layer(DefaultBodyLimit::max(LIVE_LIMIT)))
-        .route("/live/{worker}", get(browser))
+pub fn routes() -> Vec<Route> {
+    vec![
+        // A worker's long poll is a GET, and the worker's own: the token, as for its writes.
+        Route::get("/workers/{id}/live", Access::Token, wait_watched),
+        Route::post("/workers/{id}/live", Access::Token, post_frames).body_limit(LIVE_LIMIT),
+        Route::get("/live/{worker}", Access::Read, browser),
+    ]
 }
 
 fn known_worker(s: &AppState, id: &str) -> ApiResult<u32> {
@@ -54,7 +56,6 @@ struct Wait {
 /// view start within a round trip instead of within a heartbeat interval.
 async fn wait_watched(
     State(s): State<AppState>,
-    _: Writer,
     Path(WorkerPath { id }): Path<WorkerPath>,
     q: Result<Query<Wait>, QueryRejection>,
 ) -> ApiResult<Json<WatchReply>> {
@@ -71,12 +72,7 @@ async fn wait_watched(
 
 /// A batch of frames from a watched worker, fanned out to its browsers. The reply
 /// tells the worker whether to keep streaming.
-async fn post_frames(
-    State(s): State<AppState>,
-    _: Writer,
-    Path(WorkerPath { id }): Path<WorkerPath>,
-    ApiJson(batch): ApiJson<LiveBatch>,
-) -> ApiResult<Json<WatchReply>> {
+async fn post_frames(State(s): State<AppState>, Path(WorkerPath { id }): Path<WorkerPath>, ApiJson(batch): ApiJson<LiveBatch>) -> ApiResult<Json<WatchReply>> {
     let wid = known_worker(&s, &id)?;
     batch.validate().map_err(|message| ApiError::Unprocessable { code: "bad_live_batch", message })?;
     s.fleet.lock().expect("fleet lock").touch(wid, None, 0, Instant::now());
@@ -87,8 +83,8 @@ async fn post_frames(
 }
 
 /// The browser's WebSocket. Reads follow `public_reads`; browsers cannot set headers
-/// on a WebSocket, so the token may come as `?token=` (see [`Reader`]).
-async fn browser(State(s): State<AppState>, _: Reader, Path(LivePath { worker: id }): Path<LivePath>, ws: WebSocketUpgrade) -> ApiResult<Response> {
+/// on a WebSocket, so the token may come as `?token=` (see [`Access::Read`]).
+async fn browser(State(s): State<AppState>, Path(LivePath { worker: id }): Path<LivePath>, ws: WebSocketUpgrade) -> ApiResult<Response> {
     let wid = known_worker(&s, &id)?;
     Ok(ws.on_upgrade(move |socket| watch(s, wid, socket)))
 }

@@ -1,6 +1,6 @@
 //! The HTTP API (docs/api.md is the contract): [`app`] builds the router from one
-//! module per route group, each exporting its own `router()`, so tests can serve it on
-//! any listener.
+//! module per route group, each listing its own routes (`routes()`), so tests can serve
+//! it on any listener.
 //!
 //! - [`runs`]: list, create, pause, resume and delete runs.
 //! - [`history`]: every run's stats series and evaluations from the history database.
@@ -21,14 +21,15 @@
 //! manager assigns one. [`runs`], [`history`] and [`league`] are served once, under
 //! `/api/v1` (they name runs themselves); [`health`] and [`web`] at the root.
 //!
-//! Access: writes need the bearer token ([`Writer`]); reads need it only with
-//! `public_reads = false` ([`Reader`]), and then also take it as `?token=`, since a
-//! browser can put no header on a page load, a download link or a WebSocket. A run that
-//! does not exist is a 404 naming the runs there are only for a caller allowed to make
-//! that request of a run that exists (for a write, any method but GET and HEAD: the
-//! token; for a read: the right to read); anyone else gets the 401 they would get for a
-//! run that exists ([`RunRef`]), so a stranger learns no run's name, and the token is
-//! checked first on every write, as documented.
+//! Access: each module lists its routes ([`Route`]: a method, a path, its [`Access`]),
+//! and the router is built from that list alone ([`served`]), so no route is served
+//! without its access. The router checks it before anything else, the run named in the
+//! path included: a write, and a worker's live long poll, need the bearer token
+//! ([`Access::Token`]); reads need it only with `public_reads = false`
+//! ([`Access::Read`]), and then also take it as `?token=`, since a browser can put no
+//! header on a page load, a download link or a WebSocket. So a caller without access
+//! gets 401 whether or not the run exists, and a 404 naming the runs there are goes only
+//! to a caller the route serves: a stranger learns no run's name.
 //!
 //! This layer is HTTP only: it extracts, calls the run layer ([`crate::run`](mod@crate::run)) and maps
 //! its errors ([`crate::error`]); blocking calls go through `spawn_blocking`.
@@ -51,10 +52,13 @@ use crate::run::Run;
 use crate::app_state::AppState;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::RawPathParams;
-use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Request, State};
+use axum::handler::Handler;
 use axum::http::request::Parts;
 use axum::http::StatusCode;
-use axum::http::{header, HeaderMap};
+use axum::http::{header, HeaderMap, Method};
+use axum::response::{IntoResponse, Response};
+use axum::routing::MethodRouter;
 use axum::Router;
 use std::sync::Arc;
 use tower_http::trace::{DefaultOnFailure, TraceLayer};
@@ -63,25 +67,15 @@ use tracing::Level;
 /// Body limit of the JSON routes (axum's default; episodes batches are far smaller).
 pub const JSON_LIMIT: usize = 2 << 20;
 
-/// The whole application, ready to serve.
+/// The whole application, ready to serve: every route of [`served`], each behind its
+/// access check.
 pub fn app(state: AppState) -> Router {
-    let per_run = || {
-        Router::new()
-            .merge(workers::router())
-            .merge(experience::router(state.config.server.max_upload_bytes))
-            .merge(models::router())
-            .merge(stats::router())
-            .merge(live::router())
-            .merge(play::router())
-    };
-    // Under /runs/{run}, every route first checks that the run exists (after the
-    // caller's right to know it: RunRef).
-    let in_run = per_run().route_layer(axum::middleware::from_fn_with_state(state.clone(), run_exists));
-    let api = per_run().merge(runs::router()).merge(history::router()).merge(league::router()).nest("/runs/{run}", in_run);
-    Router::new()
-        .nest("/api/v1", api)
-        .merge(health::router())
-        .merge(web::router())
+    let mut router = Router::new();
+    for route in served(state.config.server.max_upload_bytes) {
+        let path = route.path.clone();
+        router = router.route(&path, route.service(&state));
+    }
+    router
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
         // axum answers a wrong method with an empty 405: give it the documented body.
         .layer(axum::middleware::map_response(method_not_allowed_body))
@@ -97,6 +91,128 @@ pub fn app(state: AppState) -> Router {
                 .on_failure(DefaultOnFailure::new().level(Level::DEBUG)),
         )
         .with_state(state)
+}
+
+/// Every route the router serves ([`app`] is built from these and nothing else), with
+/// the path it is served at: a run's routes under `/api/v1` (the run `default`) and
+/// under `/api/v1/runs/{run}` (after the run's lookup: 404 when there is none), the
+/// routes that name runs themselves once under `/api/v1`, health and the dashboard at
+/// the root. `max_upload_bytes` is the upload route's body limit.
+pub fn served(max_upload_bytes: usize) -> Vec<Route> {
+    let per_run = || [workers::routes(), experience::routes(max_upload_bytes), models::routes(), stats::routes(), live::routes(), play::routes()];
+    let placed =
+        |prefix: &'static str, in_run: bool, routes: Vec<Route>| routes.into_iter().map(move |r| Route { path: format!("{prefix}{}", r.path), in_run, ..r });
+    let once = [runs::routes(), history::routes(), league::routes()];
+    (per_run().into_iter().flat_map(|r| placed("/api/v1", false, r)))
+        .chain(per_run().into_iter().flat_map(|r| placed("/api/v1/runs/{run}", true, r)))
+        .chain(once.into_iter().flat_map(|r| placed("/api/v1", false, r)))
+        .chain([health::routes(), web::routes()].into_iter().flatten())
+        .collect()
+}
+
+/// Who may make a request of a route. The router checks it first, before the run
+/// named in the path is looked up and before the handler reads anything.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// Anyone: `/healthz` (for probes), the dashboard's scripts and stylesheet.
+    Open,
+    /// A read: anyone unless `public_reads = false`; then the token, as the bearer
+    /// header or as `?token=`.
+    Read,
+    /// The bearer token, as the header only (a URL ends up in browser history and
+    /// proxy logs): every write, whatever its method, and a worker's live long poll.
+    Token,
+}
+
+impl Access {
+    fn allows(self, state: &AppState, parts: &Parts) -> bool {
+        match self {
+            Access::Open => true,
+            Access::Read => may_read(state, parts),
+            Access::Token => authorized(state, &parts.headers),
+        }
+    }
+}
+
+/// What a caller refused by a route's [`Access`] gets, given the run the path names
+/// (if it names one).
+pub type Refused = fn(&AppState, Option<&str>) -> Response;
+
+/// One method of one path, who may call it, and its handler: what a route module lists
+/// (`routes()`) and [`served`] collects.
+pub struct Route {
+    pub method: Method,
+    /// As served (in a module's own list: relative to where the module is served),
+    /// with axum's `{name}` for a path parameter.
+    pub path: String,
+    pub access: Access,
+    /// The run named in the path is looked up first (a run's routes under `/runs/{run}`).
+    pub in_run: bool,
+    handler: MethodRouter<AppState>,
+    refused: Refused,
+}
+
+impl Route {
+    fn on(method: Method, path: &str, access: Access, handler: MethodRouter<AppState>) -> Route {
+        Route { method, path: path.into(), access, in_run: false, handler, refused: unauthorized }
+    }
+
+    pub fn get<H: Handler<T, AppState>, T: 'static>(path: &str, access: Access, handler: H) -> Route {
+        Route::on(Method::GET, path, access, axum::routing::get(handler))
+    }
+
+    pub fn post<H: Handler<T, AppState>, T: 'static>(path: &str, access: Access, handler: H) -> Route {
+        Route::on(Method::POST, path, access, axum::routing::post(handler))
+    }
+
+    pub fn delete<H: Handler<T, AppState>, T: 'static>(path: &str, access: Access, handler: H) -> Route {
+        Route::on(Method::DELETE, path, access, axum::routing::delete(handler))
+    }
+
+    /// A body limit other than [`JSON_LIMIT`] (axum's default).
+    pub fn body_limit(self, bytes: usize) -> Route {
+        Route { handler: self.handler.layer(DefaultBodyLimit::max(bytes)), ..self }
+    }
+
+    /// A refusal other than the JSON 401 `unauthorized`.
+    pub fn refused_with(self, refused: Refused) -> Route {
+        Route { refused, ..self }
+    }
+
+    /// The handler behind the run's lookup (if it has one) behind the access check:
+    /// layers run last-added first.
+    fn service(self, state: &AppState) -> MethodRouter<AppState> {
+        let mut handler = self.handler;
+        if self.in_run {
+            handler = handler.route_layer(axum::middleware::from_fn_with_state(state.clone(), run_exists));
+        }
+        let guard = Guard { state: state.clone(), access: self.access, refused: self.refused };
+        // route_layer: a method the path does not take is still 405, whoever asks.
+        handler.route_layer(axum::middleware::from_fn_with_state(guard, check_access))
+    }
+}
+
+/// The JSON 401: what a refused caller gets.
+fn unauthorized(_: &AppState, _: Option<&str>) -> Response {
+    ApiError::Unauthorized.into_response()
+}
+
+/// A route's access check and refusal, as its middleware's state.
+#[derive(Clone)]
+struct Guard {
+    state: AppState,
+    access: Access,
+    refused: Refused,
+}
+
+/// Middleware: the caller's access to the route, before anything else.
+async fn check_access(State(g): State<Guard>, req: Request, next: axum::middleware::Next) -> Response {
+    let (mut parts, body) = req.into_parts();
+    if g.access.allows(&g.state, &parts) {
+        return next.run(Request::from_parts(parts, body)).await;
+    }
+    let run = RunName::from_request_parts(&mut parts, &g.state).await.ok().and_then(|RunName(name)| name);
+    (g.refused)(&g.state, run.as_deref())
 }
 
 /// Where a run's routes live: `/api/v1` for `default` (the routes from before runs),
@@ -121,30 +237,14 @@ impl FromRequestParts<AppState> for RunName {
 }
 
 /// The run a request is for: the one in its path, or `default`. None there: 404 with
-/// the runs' names for a caller its handler would serve (a write with the token, a
-/// read allowed to read), else 401, as for a run that exists: its handler would refuse
-/// the caller too, and for a write the token comes first whether or not the run exists.
+/// the runs' names (the router has checked the caller's access before: [`Access`]).
 pub struct RunRef(pub Arc<Run>);
 
 impl FromRequestParts<AppState> for RunRef {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let RunName(name) = RunName::from_request_parts(parts, state).await?;
-        match state.run(name.as_deref().unwrap_or(DEFAULT_RUN)) {
-            Ok(run) => Ok(RunRef(run)),
-            Err(_) if !may_ask(state, parts) => Err(ApiError::Unauthorized),
-            Err(e) => Err(e),
-        }
-    }
-}
-
-/// Whether a request is one its route would answer for this caller as far as access
-/// goes: a write (any method but GET and HEAD) needs the token, a read the right to read.
-fn may_ask(state: &AppState, parts: &Parts) -> bool {
-    if parts.method == axum::http::Method::GET || parts.method == axum::http::Method::HEAD {
-        may_read(state, parts)
-    } else {
-        authorized(state, &parts.headers)
+        state.run(name.as_deref().unwrap_or(DEFAULT_RUN)).map(RunRef)
     }
 }
 
@@ -195,23 +295,9 @@ fn bearer(value: &str) -> Option<&str> {
 }
 
 /// Whether the request carries the manager's token (always true without one).
-pub fn authorized(state: &AppState, headers: &HeaderMap) -> bool {
+fn authorized(state: &AppState, headers: &HeaderMap) -> bool {
     let Some(token) = state.config.token() else { return true };
     headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer).is_some_and(|given| constant_time_eq(given.as_bytes(), token.as_bytes()))
-}
-
-/// Extractor for routes that change something: the bearer token is required.
-pub struct Writer;
-
-impl FromRequestParts<AppState> for Writer {
-    type Rejection = ApiError;
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        if authorized(state, &parts.headers) {
-            Ok(Writer)
-        } else {
-            Err(ApiError::Unauthorized)
-        }
-    }
 }
 
 /// The `token` query parameter, for what browsers request without headers.
@@ -228,23 +314,8 @@ fn query_token_ok(state: &AppState, parts: &Parts) -> bool {
         .is_some_and(|given| constant_time_eq(given.as_bytes(), token.as_bytes()))
 }
 
-/// Extractor for reads: public unless `public_reads = false`; then the token as a
-/// bearer header or as `?token=` (only reads take it there: a URL ends up in browser
-/// history and proxy logs, so writes insist on the header).
-pub struct Reader;
-
-impl FromRequestParts<AppState> for Reader {
-    type Rejection = ApiError;
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        if may_read(state, parts) {
-            Ok(Reader)
-        } else {
-            Err(ApiError::Unauthorized)
-        }
-    }
-}
-
-/// Whether the caller may read: reads are public, or it carries the token.
+/// Whether the caller may read: reads are public, or it carries the token (as the
+/// header or, for what a browser requests without headers, as `?token=`).
 fn may_read(state: &AppState, parts: &Parts) -> bool {
     state.config.server.public_reads || authorized(state, &parts.headers) || query_token_ok(state, parts)
 }

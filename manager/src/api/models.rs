@@ -3,7 +3,7 @@
 //! that tag is answered `304` without a body, so workers polling for a new model cost
 //! nothing).
 
-use super::{run_prefix, Reader, RunRef};
+use super::{run_prefix, Access, Route, RunRef};
 use crate::config::DEFAULT_RUN;
 use crate::error::{ApiError, ApiResult};
 use crate::league::Player;
@@ -15,12 +15,15 @@ use axum::body::{Body, Bytes};
 use axum::extract::Path;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::{Json, Router};
+use axum::Json;
 use serde::{Deserialize, Serialize};
 
-pub fn router() -> Router<crate::app_state::AppState> {
-    Router::new().route("/models", get(list)).route("/models/latest", get(latest)).route("/models/{version}", get(by_version))
+pub fn routes() -> Vec<Route> {
+    vec![
+        Route::get("/models", Access::Read, list),
+        Route::get("/models/latest", Access::Read, latest),
+        Route::get("/models/{version}", Access::Read, by_version),
+    ]
 }
 
 #[derive(Debug, Serialize)]
@@ -44,7 +47,7 @@ struct ModelList {
     models: Vec<ModelView>,
 }
 
-async fn list(State(m): State<AppState>, _: Reader, RunRef(s): RunRef) -> Json<ModelList> {
+async fn list(State(m): State<AppState>, RunRef(s): RunRef) -> Json<ModelList> {
     let prefix = run_prefix(s.name());
     let league = m.league.lock().expect("league lock");
     let models: Vec<ModelView> = s
@@ -72,7 +75,7 @@ async fn list(State(m): State<AppState>, _: Reader, RunRef(s): RunRef) -> Json<M
     Json(ModelList { latest: models.first().map(|m| m.version), models })
 }
 
-async fn latest(_: Reader, RunRef(s): RunRef, headers: HeaderMap) -> ApiResult<Response> {
+async fn latest(RunRef(s): RunRef, headers: HeaderMap) -> ApiResult<Response> {
     let (entry, file) = s.registry().latest().ok_or_else(|| ApiError::NotFound("no model has been published yet".into()))?;
     Ok(model_response(&s, &headers, entry, file))
 }
@@ -83,7 +86,7 @@ struct VersionPath {
     version: String,
 }
 
-async fn by_version(_: Reader, RunRef(s): RunRef, Path(VersionPath { version }): Path<VersionPath>, headers: HeaderMap) -> ApiResult<Response> {
+async fn by_version(RunRef(s): RunRef, Path(VersionPath { version }): Path<VersionPath>, headers: HeaderMap) -> ApiResult<Response> {
     let not_found = || ApiError::NotFound(format!("no model {version:?} (GET {}/models lists the kept versions)", run_prefix(s.name())));
     let v: u64 = version.parse().map_err(|_| not_found())?;
     let (entry, file) = s.registry().get(v).ok_or_else(not_found)?;

@@ -6,7 +6,7 @@
 //! errors (`401` without the right to read, `404` for a model not kept, `400` for a bad
 //! `client`).
 
-use super::{Reader, RunRef};
+use super::{Access, Route, RunRef};
 use crate::error::{ApiError, ApiResult};
 use crate::league::{protocol, Player};
 use crate::play::{self, Frame, Input, Match, Outcome, Person, Place, WallClock};
@@ -16,8 +16,6 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::ws::{close_code, CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
-use axum::routing::get;
-use axum::Router;
 use serde::Deserialize;
 use serde_json::json;
 use shine_agent::model::QNet;
@@ -27,8 +25,8 @@ use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::mpsc;
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/play/{version}", get(play_ws))
+pub fn routes() -> Vec<Route> {
+    vec![Route::get("/play/{version}", Access::Read, play_ws)]
 }
 
 #[derive(Deserialize)]
@@ -49,7 +47,6 @@ fn client_ok(c: &str) -> bool {
 
 async fn play_ws(
     State(s): State<AppState>,
-    _: Reader,
     RunRef(run): RunRef,
     Path(VersionPath { version }): Path<VersionPath>,
     q: Result<Query<PlayQuery>, QueryRejection>,

@@ -2,26 +2,28 @@
 //! one: a `[[runs]]` entry as JSON), `GET /runs/{run}`, `POST /runs/{run}/pause` and
 //! `/resume`, `DELETE /runs/{run}?confirm={run}`. Changing runs needs the token.
 
-use super::{ApiJson, Reader, RunRef, Writer};
+use super::{Access, ApiJson, Route, RunRef};
 use crate::config::RunSpec;
 use crate::error::{ApiError, ApiResult};
 use crate::run::Run;
-use crate::views::{RunList, RunView};
+use crate::dashboard::views::{RunList, RunView};
 use crate::app_state::AppState;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/runs", get(list).post(create))
-        .route("/runs/{run}", get(one).delete(delete))
-        .route("/runs/{run}/pause", post(pause))
-        .route("/runs/{run}/resume", post(resume))
+pub fn routes() -> Vec<Route> {
+    vec![
+        Route::get("/runs", Access::Read, list),
+        Route::post("/runs", Access::Token, create),
+        Route::get("/runs/{run}", Access::Read, one),
+        Route::delete("/runs/{run}", Access::Token, delete),
+        Route::post("/runs/{run}/pause", Access::Token, pause),
+        Route::post("/runs/{run}/resume", Access::Token, resume),
+    ]
 }
 
 fn view(s: &AppState, run: &Run) -> RunView {
@@ -46,15 +48,15 @@ fn view(s: &AppState, run: &Run) -> RunView {
     }
 }
 
-async fn list(State(s): State<AppState>, _: Reader) -> Json<RunList> {
+async fn list(State(s): State<AppState>) -> Json<RunList> {
     Json(RunList { runs: s.all_runs().iter().map(|r| view(&s, r)).collect() })
 }
 
-async fn one(State(s): State<AppState>, _: Reader, RunRef(run): RunRef) -> Json<RunView> {
+async fn one(State(s): State<AppState>, RunRef(run): RunRef) -> Json<RunView> {
     Json(view(&s, &run))
 }
 
-async fn create(State(s): State<AppState>, _: Writer, ApiJson(value): ApiJson<serde_json::Value>) -> ApiResult<(StatusCode, Json<RunView>)> {
+async fn create(State(s): State<AppState>, ApiJson(value): ApiJson<serde_json::Value>) -> ApiResult<(StatusCode, Json<RunView>)> {
     // Syntax and content type are the JSON's (400, 415); what the entry says is the
     // run's: an unknown key, a [server] section or a value of the wrong type is an
     // invalid run (422 invalid_run), as a value out of range is.
@@ -64,11 +66,11 @@ async fn create(State(s): State<AppState>, _: Writer, ApiJson(value): ApiJson<se
     Ok((StatusCode::CREATED, Json(view(&s, &run))))
 }
 
-async fn pause(State(s): State<AppState>, _: Writer, RunRef(run): RunRef) -> ApiResult<Json<RunView>> {
+async fn pause(State(s): State<AppState>, RunRef(run): RunRef) -> ApiResult<Json<RunView>> {
     set_paused(&s, &run, true).await
 }
 
-async fn resume(State(s): State<AppState>, _: Writer, RunRef(run): RunRef) -> ApiResult<Json<RunView>> {
+async fn resume(State(s): State<AppState>, RunRef(run): RunRef) -> ApiResult<Json<RunView>> {
     set_paused(&s, &run, false).await
 }
 
@@ -91,7 +93,7 @@ struct DeletedView {
     kept_at: String,
 }
 
-async fn delete(State(s): State<AppState>, _: Writer, RunRef(run): RunRef, q: Result<Query<Confirm>, QueryRejection>) -> ApiResult<Json<DeletedView>> {
+async fn delete(State(s): State<AppState>, RunRef(run): RunRef, q: Result<Query<Confirm>, QueryRejection>) -> ApiResult<Json<DeletedView>> {
     let Query(q) = q.map_err(|r| ApiError::BadRequest { code: "bad_query", message: r.body_text() })?;
     let state = s.clone();
     let name = run.name().to_string();

@@ -1,20 +1,19 @@
 //! `GET /stats`: the dashboard's time series (`?since=T`: only samples after unix
 //! time T, for incremental polling), the current values, and the workers.
 
-use super::{Reader, RunRef};
+use super::{Access, Route, RunRef};
 use crate::error::{ApiError, ApiResult};
-use crate::views::StatsReply;
-use crate::series_sampler;
+use crate::dashboard::views::StatsReply;
+use crate::dashboard::sampler;
 use crate::app_state::AppState;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
-use axum::routing::get;
-use axum::{Json, Router};
+use axum::Json;
 use serde::Deserialize;
 use std::time::Instant;
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/stats", get(get_stats))
+pub fn routes() -> Vec<Route> {
+    vec![Route::get("/stats", Access::Read, get_stats)]
 }
 
 #[derive(Debug, Deserialize)]
@@ -22,13 +21,17 @@ struct Since {
     since: Option<f64>,
 }
 
-async fn get_stats(State(s): State<AppState>, _: Reader, RunRef(run): RunRef, q: Result<Query<Since>, QueryRejection>) -> ApiResult<Json<StatsReply>> {
+async fn get_stats(State(s): State<AppState>, RunRef(run): RunRef, q: Result<Query<Since>, QueryRejection>) -> ApiResult<Json<StatsReply>> {
     let Query(q) = q.map_err(|r| ApiError::BadRequest { code: "bad_query", message: r.body_text() })?;
     let (series, last) = {
         let series = run.series().lock().expect("series lock");
         (series.since(q.since), series.last().cloned())
     };
-    let current = series_sampler::sample(&s, &run, last.as_ref());
+    let current = {
+        let mut fleet = s.fleet.lock().expect("fleet lock");
+        fleet.sweep(Instant::now());
+        sampler::sample(&run, &s.metrics, &fleet, last.as_ref())
+    };
     let (episodes_total, eval_episodes_total) = {
         let e = run.episodes().lock().expect("episodes lock");
         (e.total, e.eval_total)

@@ -7,13 +7,10 @@
 //! `/?token=TOKEN`; the page then sends the token with its own requests). The scripts
 //! and stylesheet hold no data and are always served.
 
-use super::Reader;
-use crate::error::ApiError;
+use super::{Access, Route};
 use crate::app_state::AppState;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::Router;
 
 const INDEX: &str = include_str!("../../../web/index.html");
 /// The dashboard's JavaScript modules, by file name: `app.js` (the entry) and what it imports.
@@ -34,17 +31,18 @@ const MODULES: [(&str, &str); 12] = [
 const STYLE: &str = include_str!("../../../web/style.css");
 const FAVICON: &str = include_str!("../../../web/favicon.svg");
 
-pub fn router() -> Router<AppState> {
-    let mut router = Router::new()
-        .route("/", get(index))
-        .route("/index.html", get(index))
-        .route("/style.css", get(|| async { asset("text/css; charset=utf-8", STYLE) }))
-        .route("/favicon.svg", get(|| async { asset("image/svg+xml", FAVICON) }));
+pub fn routes() -> Vec<Route> {
+    let mut routes = vec![
+        Route::get("/", Access::Read, index).refused_with(token_needed),
+        Route::get("/index.html", Access::Read, index).refused_with(token_needed),
+        Route::get("/style.css", Access::Open, || async { asset("text/css; charset=utf-8", STYLE) }),
+        Route::get("/favicon.svg", Access::Open, || async { asset("image/svg+xml", FAVICON) }),
+    ];
     for (name, body) in MODULES {
         // A module script must come with a JavaScript type, or the browser refuses it.
-        router = router.route(&format!("/{name}"), get(move || async move { asset("text/javascript; charset=utf-8", body) }));
+        routes.push(Route::get(&format!("/{name}"), Access::Open, move || async move { asset("text/javascript; charset=utf-8", body) }));
     }
-    router
+    routes
 }
 
 /// `no-cache`: a browser revalidates, so a new manager binary's page is used at once.
@@ -52,17 +50,19 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
     ([(header::CONTENT_TYPE, HeaderValue::from_static(content_type)), (header::CACHE_CONTROL, HeaderValue::from_static("no-cache"))], body).into_response()
 }
 
-async fn index(reader: Result<Reader, ApiError>) -> Response {
-    match reader {
-        Ok(_) => asset("text/html; charset=utf-8", INDEX),
-        // A person reads this one, not a program: say what to do, in HTML.
-        Err(_) => (
-            StatusCode::UNAUTHORIZED,
-            [(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"))],
-            "<!doctype html><title>Shine: token needed</title><body style=\"font-family:sans-serif;padding:2em\">\
-             <h1>Token needed</h1><p>This manager runs with <code>public_reads = false</code>. \
-             Open the dashboard as <code>/?token=YOUR_TOKEN</code> (the manager's <code>--token</code>).</p></body>",
-        )
-            .into_response(),
-    }
+async fn index() -> Response {
+    asset("text/html; charset=utf-8", INDEX)
+}
+
+/// The page's refusal without the right to read: a person reads this one, not a
+/// program, so it says what to do, in HTML.
+fn token_needed(_: &AppState, _: Option<&str>) -> Response {
+    (
+        StatusCode::UNAUTHORIZED,
+        [(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"))],
+        "<!doctype html><title>Shine: token needed</title><body style=\"font-family:sans-serif;padding:2em\">\
+         <h1>Token needed</h1><p>This manager runs with <code>public_reads = false</code>. \
+         Open the dashboard as <code>/?token=YOUR_TOKEN</code> (the manager's <code>--token</code>).</p></body>",
+    )
+        .into_response()
 }

@@ -4,24 +4,28 @@
 //! Registration under `/runs/{run}` joins that run; `POST /api/v1/workers` joins the
 //! run the manager assigns ([`assign`]).
 
-use super::{ApiJson, Reader, RunName, RunRef, Writer};
+use super::{Access, ApiJson, Route, RunName, RunRef};
 use crate::error::{ApiError, ApiResult};
 use crate::history::Record;
 use crate::run::Run;
 use crate::app_state::AppState;
-use crate::views::WorkerList;
+use crate::dashboard::views::WorkerList;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::post;
-use axum::{Json, Router};
+use axum::Json;
 use serde::Deserialize;
 use shine_agent::protocol::{EpisodesReply, EpisodesRequest, Heartbeat, HeartbeatReply, RegisterRequest, Registration, SelfPlay, MAX_EPISODES};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/workers", post(register).get(list)).route("/workers/{id}/heartbeat", post(heartbeat)).route("/episodes", post(episodes))
+pub fn routes() -> Vec<Route> {
+    vec![
+        Route::post("/workers", Access::Token, register),
+        Route::get("/workers", Access::Read, list),
+        Route::post("/workers/{id}/heartbeat", Access::Token, heartbeat),
+        Route::post("/episodes", Access::Token, episodes),
+    ]
 }
 
 /// The run a worker without `--run` joins: among the runs not paused (all of them if
@@ -39,12 +43,7 @@ pub fn assign(runs: &[Arc<Run>], workers_in: impl Fn(&str) -> usize) -> Option<A
         .cloned()
 }
 
-async fn register(
-    State(s): State<AppState>,
-    _: Writer,
-    RunName(named): RunName,
-    ApiJson(info): ApiJson<RegisterRequest>,
-) -> ApiResult<(StatusCode, Json<Registration>)> {
+async fn register(State(s): State<AppState>, RunName(named): RunName, ApiJson(info): ApiJson<RegisterRequest>) -> ApiResult<(StatusCode, Json<Registration>)> {
     let host = info.host.clone();
     let run = match named {
         Some(name) => s.run(&name)?,
@@ -98,24 +97,19 @@ pub struct WorkerPath {
     pub id: String,
 }
 
-async fn heartbeat(
-    State(s): State<AppState>,
-    _: Writer,
-    Path(WorkerPath { id }): Path<WorkerPath>,
-    ApiJson(hb): ApiJson<Heartbeat>,
-) -> ApiResult<Json<HeartbeatReply>> {
+async fn heartbeat(State(s): State<AppState>, Path(WorkerPath { id }): Path<WorkerPath>, ApiJson(hb): ApiJson<Heartbeat>) -> ApiResult<Json<HeartbeatReply>> {
     let unknown = || ApiError::NotFound(format!("unknown worker {id}: register again"));
     let wid: u32 = id.parse().map_err(|_| unknown())?;
     let epsilon = s.fleet.lock().expect("fleet lock").heartbeat(wid, hb, Instant::now()).ok_or_else(unknown)?;
     Ok(Json(HeartbeatReply { epsilon, watch: s.live.watchers(wid) > 0 }))
 }
 
-async fn list(State(s): State<AppState>, _: Reader, RunRef(run): RunRef) -> Json<WorkerList> {
+async fn list(State(s): State<AppState>, RunRef(run): RunRef) -> Json<WorkerList> {
     let workers = s.fleet.lock().expect("fleet lock").list(Instant::now(), Some(run.name()));
     Json(WorkerList { workers })
 }
 
-async fn episodes(State(s): State<AppState>, _: Writer, RunRef(run): RunRef, ApiJson(body): ApiJson<EpisodesRequest>) -> ApiResult<Json<EpisodesReply>> {
+async fn episodes(State(s): State<AppState>, RunRef(run): RunRef, ApiJson(body): ApiJson<EpisodesRequest>) -> ApiResult<Json<EpisodesReply>> {
     // Validate all before taking any (bad input changes nothing).
     if body.episodes.len() > MAX_EPISODES {
         return Err(ApiError::Unprocessable {

@@ -1,7 +1,8 @@
 //! The runs on the device as they train: each in one [`TrainGroup`], the runs that share
 //! a [`GroupShape`](shine_agent::dqn::GroupShape) (network, action set, batch size,
-//! optimizer, Double DQN, averaging, uniform or prioritized) and may train together
-//! (`[trainer] grouped`) in one, every other run in a group of its own. A group's step
+//! optimizer, Double DQN, averaging, uniform or prioritized), may train together
+//! (`[trainer] grouped`) and can all be a CUDA graph or all not (below) in one, every
+//! other run in a group of its own. A group's step
 //! is the draw from each member's replay and one [`shine_agent::dqn::Group`] step for
 //! all of them (and, by priority, each member's priority update).
 //!
@@ -16,7 +17,7 @@
 //! changes (each replay's fill level, the mask, Adam's counts, prioritized sampling's
 //! exponent) is a tensor written in place, so a growing replay needs no new capture.
 //! One more capture follows each regroup (a new group). Each group captures into a
-//! memory pool of its own ([`GraphPool`]), whose memory goes back to the device when the
+//! memory pool of its own ([`GraphPool`](crate::trainer::cuda_graph::GraphPool)), whose memory goes back to the device when the
 //! group is dropped ([`crate::device`] empties the cache after a regroup).
 //!
 //! The device thread (`device/mod.rs`) owns the groups: it forms them as runs join and

@@ -300,16 +300,20 @@ impl Loop {
     }
 
     /// Form the groups anew after runs joined or left: every run in one group, the runs
-    /// that share a shape and may share a step ([`RunTrainer::shares_group`]) together, in
+    /// that share a shape, may share a step ([`RunTrainer::shares_group`]) and can all be
+    /// captured as a CUDA graph or all not, together, in
     /// the order they joined, every other run in a group of its own. A group whose
     /// members are unchanged is kept as it is (its captured graph too); the others are
     /// built afresh, their members' learners moving into the new group's buffers, and the
     /// device memory the dropped groups held goes back to the device. A group that cannot
     /// be built stops its runs.
     fn regroup(&mut self) {
-        let mut wanted: Vec<(Option<GroupShape>, Vec<RunId>)> = Vec::new();
+        // Runs share a group when they share a shape and whether their step can be a
+        // CUDA graph: a run that cannot (the in-RAM replay, `cuda_graph = false`) would
+        // keep its whole group from one.
+        let mut wanted: Vec<(Option<(GroupShape, bool)>, Vec<RunId>)> = Vec::new();
         for s in self.runs.iter().filter(|s| !s.failed) {
-            let shape = s.run.shares_group().then(|| s.run.group_shape());
+            let shape = s.run.shares_group().then(|| (s.run.group_shape(), s.run.allows_graph() && s.run.draws_on_device()));
             match wanted.iter_mut().find(|(w, _)| w.is_some() && *w == shape) {
                 Some((_, ids)) => ids.push(s.id),
                 None => wanted.push((shape, vec![s.id])),

@@ -31,7 +31,7 @@ use crate::config::{Config, RunSettings, RunSpec};
 use crate::device::{Device, RunHandle};
 use crate::history::{History, Record};
 use crate::storage::registry::{Published, Registry};
-use crate::series::{EpisodeLog, Series};
+use crate::dashboard::series::{EpisodeLog, Series};
 use crate::trainer::{self, Restore, RunSetup, TrainerStats};
 use crate::storage::wal::{self, Wal, WalError, WalStats};
 use anyhow::Context;

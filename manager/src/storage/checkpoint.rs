@@ -12,7 +12,7 @@
 //! `checkpoint.safetensors.tmp` in the same directory, fsynced, then renamed over the
 //! old file (rename within a directory is atomic on POSIX), and the directory fsynced.
 //! A crash at any point leaves either the old or the new checkpoint, never half of one.
-//! The replay is not in it (228 MB at the paper's size, rewritten at every
+//! The replay is not in it (256 MB at the paper's size, rewritten at every
 //! checkpoint): the write-ahead log keeps the uploads instead, and a restart rebuilds
 //! the replay from it (`crate::storage::wal`).
 

@@ -50,21 +50,22 @@ pub struct TrainerConfig {
     /// libtorch's barriers while a worker or the HTTP server holds the other core made a
     /// train step 11 times slower on a 2-core machine (docs/benchmarks.md).
     pub threads: usize,
-    /// Replay the train step as one CUDA graph (`crate::trainer::cuda_graph`): the sample from
-    /// the device replay, forward, backward, clipping and the optimizer's update
-    /// launched with one call instead of a few hundred. Unset: on for a CUDA device
-    /// where it applies (the device replay, uniform sampling), off elsewhere.
-    /// `true` where it cannot apply is an error that says why.
+    /// Replay the train step as one CUDA graph (`crate::trainer::cuda_graph`): the draw
+    /// from the device replay, forward, backward, clipping, the optimizer's update and
+    /// (prioritized) the priority update launched with one call instead of a few dozen,
+    /// captured once for the run's group's life. Unset: on for a CUDA device where it
+    /// applies (the device replay), off elsewhere. `true` where it cannot apply is an
+    /// error that says why.
     pub cuda_graph: Option<bool>,
-    /// Train this run as one step with the other runs on the device that share its
-    /// network shape, action set, batch size, optimizer, Double DQN and averaging
-    /// (`crate::device::group`): their parameters stacked, one set of batched kernels (and on
-    /// CUDA one graph) for all of them, so that k runs on one GPU go nearly k times as
-    /// fast as one. Each keeps its replay, limiter, pause, hyper-parameters,
-    /// checkpoints and models. Unset: on for a CUDA device where it applies (the device
-    /// replay, uniform sampling), off elsewhere (on the CPU a grouped step is no
-    /// faster than its runs' steps in turn). `true` where it cannot apply is an error
-    /// that says why; `true` on the CPU groups there too.
+    /// Let this run share its group (every run trains in one; alone, a group of one)
+    /// with the other runs on the device that share its network shape, action set,
+    /// batch size, optimizer, Double DQN, averaging and sampling, and whether their
+    /// step can be a CUDA graph (`crate::device::group`): their parameters stacked, one
+    /// set of batched kernels (and on CUDA one graph) for all of them, so that k runs on
+    /// one GPU go nearly k times as fast as one. Each keeps its replay, limiter, pause,
+    /// hyper-parameters, checkpoints and models. Unset: on for a CUDA device, off on the
+    /// CPU (there a shared step is no faster than its runs' steps in turn); `true` on
+    /// the CPU groups there too.
     pub grouped: Option<bool>,
 }
 

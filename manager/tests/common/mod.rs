@@ -9,67 +9,43 @@ use shine_manager::config::Config;
 use std::path::Path;
 use std::time::{Duration, Instant};
 use tokio_tungstenite::tungstenite::{self, Message};
-use tokio_util::sync::{CancellationToken, DropGuard};
+
+pub mod serving;
 
 pub const TOKEN: &str = "test-token";
 
 #[allow(unused_imports)] // not every test file reads metrics
 pub use shine_testkit::{metric, HANG};
 
-/// Small and fast: trains within a second of a few hundred uploaded transitions.
+/// The test config `small.toml` (testkit/configs: trains within a second of a few
+/// hundred uploaded transitions) with its data in `data_dir` and the token [`TOKEN`];
+/// each test changes what it tests on it.
 pub fn config(data_dir: &Path) -> Config {
-    let mut c = Config::default();
+    let mut c = Config::from_file(&shine_testkit::manager::config("small.toml")).unwrap();
     c.server.data_dir = data_dir.to_path_buf();
     c.server.token = Some(TOKEN.into());
-    c.server.max_upload_bytes = 1 << 20;
-    c.stats.interval_secs = 0.1;
-    c.trainer.device = "cpu".into();
-    c.trainer.burn_in = 100;
-    c.trainer.publish_every = 25;
-    c.trainer.checkpoint_every = 0;
-    c.trainer.stats_every = 1;
-    c.trainer.rate_slack = 64;
-    c.replay.capacity = 10_000;
-    c.replay.update_size = 10;
-    c.dqn.batch_size = 16;
     c
 }
 
+/// A manager served in this process ([`serving::Serving`]) and an HTTP client for it.
 pub struct Manager {
     pub url: String,
     pub http: reqwest::Client,
-    stop: CancellationToken,
-    /// A manager dropped without `stop` is shut down too (as the test's end drops it).
-    _stop_on_drop: DropGuard,
-    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+    serving: serving::Serving,
 }
 
 impl Manager {
+    /// Serve `config` on 127.0.0.1:0 on this test's runtime; once it answers.
     pub async fn start(config: Config) -> Manager {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let stop = CancellationToken::new();
-        let task = tokio::spawn(shine_manager::serve(listener, config, stop.clone()));
+        let serving = serving::Serving::spawn(&tokio::runtime::Handle::current(), config).unwrap();
         let http = reqwest::Client::new();
-        let m = Manager { url, http, _stop_on_drop: stop.clone().drop_guard(), stop, task };
-        // serve() binds before starting the trainer: wait until it answers.
-        let deadline = Instant::now() + HANG;
-        loop {
-            if let Ok(r) = m.http.get(m.at("/healthz")).send().await {
-                if r.status() == 200 {
-                    break;
-                }
-            }
-            assert!(Instant::now() < deadline, "manager did not come up");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        m
+        tokio::time::timeout(HANG, serving.healthy(&http)).await.expect("the manager did not come up").unwrap();
+        Manager { url: serving.url.clone(), http, serving }
     }
 
     /// Graceful shutdown (final checkpoint); the run's result.
     pub async fn stop(self) -> anyhow::Result<()> {
-        self.stop.cancel();
-        self.task.await.unwrap()
+        self.serving.stop().await
     }
 
     pub fn at(&self, path: &str) -> String {

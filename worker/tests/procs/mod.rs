@@ -5,7 +5,9 @@
 //! `cargo test -p shine-worker` does not build the manager (it links libtorch, and the
 //! worker's tests run in a cargo invocation of their own so the worker is built without
 //! it): `scripts/test.sh` builds `shine-manager` into the same target dir first, and
-//! these tests take it from beside their own executable. By hand:
+//! these tests take it from beside their own executable
+//! (`shine_testkit::manager::beside_tests`), with a test config from `testkit/configs/`.
+//! By hand:
 //! ```text
 //! . scripts/env.sh && cargo build -p shine-manager && cargo test -p shine-worker --test e2e
 //! ```
@@ -16,87 +18,27 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 #[allow(unused_imports)] // not every test file uses each
-pub use shine_testkit::{free_port, spawn, wait_for, Proc, HANG};
+pub use shine_testkit::{free_port, manager::Manager, spawn, wait_for, Proc, HANG};
 
 pub const WORKER: &str = env!("CARGO_BIN_EXE_shine-worker");
 
 pub const TOKEN: &str = "e2e-secret";
 
-pub fn manager_bin() -> PathBuf {
-    // target/<profile>/deps/e2e-<hash> -> target/<profile>/shine-manager, whatever
-    // CARGO_TARGET_DIR is.
-    let beside = || std::env::current_exe().unwrap().parent().and_then(Path::parent).unwrap().join("shine-manager");
-    let path = std::env::var_os("SHINE_MANAGER_BIN").map(PathBuf::from).unwrap_or_else(beside);
-    assert!(path.exists(), "{} does not exist: build it with `. scripts/env.sh && cargo build -p shine-manager` (or set SHINE_MANAGER_BIN)", path.display());
-    path
+/// The manager of a worker test: the test config `config` (a file in testkit/configs:
+/// `worker-e2e.toml` is the small, fast one with the rate limiter off, the others say
+/// what they change) on a free port, its data in `dir/data`, its log `dir/manager.log`,
+/// the token [`TOKEN`]. `.start()` starts it (again, for a restart) and waits until it
+/// answers.
+pub fn manager(dir: &Path, config: &str) -> Manager {
+    Manager::new(shine_testkit::manager::beside_tests(), config, dir, TOKEN)
 }
 
-/// A small, fast manager: host replay, frequent publishing, quick worker cadence;
-/// `trainer` is the `[trainer]` section's burn-in and rate-limiter lines.
-pub fn write_manager_config(dir: &Path, port: u16, trainer: &str) -> PathBuf {
-    let path = dir.join("manager.toml");
-    let data = dir.join("data");
-    std::fs::write(
-        &path,
-        format!(
-            r#"
-[server]
-listen = "127.0.0.1:{port}"
-data_dir = "{}"
-token = "{TOKEN}"
-
-[workers]
-upload_every_transitions = 500
-upload_every_secs = 0.5
-model_poll_secs = 0.5
-heartbeat_secs = 0.5
-
-[trainer]
-{trainer}
-{publish}
-checkpoint_every = 0
-device = "cpu"
-
-[replay]
-kind = "host"
-capacity = 20000
-update_size = 500
-
-[dqn]
-target_sync_every = 100
-"#,
-            data.display(),
-            // A model every 20 steps, unless the test says otherwise.
-            publish = if trainer.contains("publish_every") { "" } else { "publish_every = 20" },
-        ),
-    )
-    .unwrap();
-    path
-}
-
-/// [`start_manager_with`], with `runs` (`[[runs]]` tables) at the end of its config.
-pub fn start_manager_runs(dir: &Path, port: u16, n: usize, trainer: &str, runs: &str) -> Proc {
-    start_manager_edited(dir, port, n, trainer, &|text| text + runs)
-}
-
-/// [`start_manager_with`], its config text passed through `edit` first.
-pub fn start_manager_edited(dir: &Path, port: u16, n: usize, trainer: &str, edit: &dyn Fn(String) -> String) -> Proc {
-    let config = write_manager_config(dir, port, trainer);
-    let text = std::fs::read_to_string(&config).unwrap();
-    std::fs::write(&config, edit(text)).unwrap();
-    let p = spawn(Command::new(manager_bin()).arg("--config").arg(config), dir.join(format!("manager-{n}.log")));
-    wait_for(HANG, "the manager to answer /healthz", || shine_testkit::healthy(port), &p);
-    p
-}
-
-/// The manager with the rate limiter off: the worker plays as fast as it can.
-pub fn start_manager(dir: &Path, port: u16, n: usize) -> Proc {
-    start_manager_with(dir, port, n, "burn_in = 1000\nsamples_per_insert = 0.0")
-}
-
-/// The manager (its log `manager-<n>.log`) with `trainer` as its burn-in and rate-limiter settings.
-pub fn start_manager_with(dir: &Path, port: u16, n: usize, trainer: &str) -> Proc {
-    start_manager_runs(dir, port, n, trainer, "")
+/// A number in `m`'s config file: `[section] key`, an integer or a float.
+pub fn config_number(m: &Manager, section: &str, key: &str) -> f64 {
+    let text = std::fs::read_to_string(&m.config).unwrap();
+    let table: toml::Table = toml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", m.config.display()));
+    let v = &table[section][key];
+    v.as_float().or_else(|| v.as_integer().map(|i| i as f64)).unwrap_or_else(|| panic!("{}: no number [{section}] {key}", m.config.display()))
 }
 
 /// `shine-worker run` for the manager on `port`, two environments, seed 1, its spool

@@ -6,7 +6,7 @@
 
 use crate::config::RunSettings;
 use crate::run::Source;
-use crate::series::Sample;
+use crate::dashboard::series::Sample;
 use serde::Serialize;
 use shine_agent::protocol::{Heartbeat, RegisterRequest};
 
