@@ -1,8 +1,8 @@
 //! A seat: one side of a match as a policy plays it, a pad a frame. The one model of a
-//! match every player of a side uses: the worker's environment ([`Env`], its actor
-//! deciding), the simulator's and Dolphin's second policy (the worker's `games::duel`),
-//! a bot against a person in Dolphin (`games::versus`) and in the browser (the
-//! manager's `play`).
+//! match every player of a side uses: the worker's environment
+//! ([`Env`](crate::env::Env), its actor deciding), the simulator's and Dolphin's second
+//! policy (the worker's `games::duel`), a bot against a person in Dolphin
+//! (`games::versus`) and in the browser (the manager's `play`).
 //!
 //! ```text
 //! policy ─ macro-action ─► script in play ─ pad ─► the game's next frame

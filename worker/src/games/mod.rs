@@ -5,7 +5,7 @@
 //!   `play`.
 //! - [`duel`]: the simulator with the bot on either side and a policy ([`duel::Rival`])
 //!   or the CPU on the other ([`duel::Seats`]: who plays the other side).
-//! - [`matches`]: the match engine: episodes on the simulator against the CPU or a
+//! - [`matches`](mod@matches): the match engine: episodes on the simulator against the CPU or a
 //!   rival, as `play`, `eval` and the league's matches play them.
 //! - [`versus`]: `play --human-port`: a person against the bot in Dolphin.
 
