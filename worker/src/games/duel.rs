@@ -82,6 +82,7 @@ pub struct Duel {
     /// `Some(level)`: the scripted CPU plays the bot's side (the pads given to `step`
     /// are ignored): a baseline, what the game's own CPU does in the bot's place.
     bot_cpu: Option<u8>,
+    /// The policy facing the bot, in its seat (`None`: the scripted CPU).
     rival: Option<Seated>,
     /// Whether the scripted CPU drives Marth this match (the simulator's own opponent).
     marth_cpu: bool,
