@@ -1,9 +1,11 @@
 //! An environment: an [`Emulator`] seen through the agent's eyes. One `step` plays one
-//! macro-action frame by frame and returns the transition it produced.
+//! macro-action frame by frame and returns the transition it produced: the bot's
+//! [`Seat`], its decisions made by the caller (the worker's actor).
 
-use crate::actions::{ActionSet, NOTHING};
-use crate::state::{Observation, StateReader};
-use crate::task::{Episode, EpisodeEnd, Task};
+use crate::actions::ActionSet;
+use crate::seat::{Caller, Move, Seat};
+use crate::state::Observation;
+use crate::task::{Episode, Task};
 use shine_bridge::ram::RamError;
 use shine_bridge::{Emulator, MatchSetup};
 use thiserror::Error;
@@ -18,30 +20,16 @@ pub enum EnvError {
     BadAction { action: usize, set: ActionSet, len: usize },
 }
 
-/// What one macro-action produced.
-#[derive(Debug, Clone, Copy)]
-pub struct Step {
-    pub next: Observation,
-    /// Reward summed over the macro's frames.
-    pub reward: f32,
-    pub end: Option<EpisodeEnd>,
-    /// Frames the macro ran (fewer than its script when the episode ended inside it).
-    pub frames: u32,
-}
-
 pub struct Env<E: Emulator> {
     emu: E,
     setup: MatchSetup,
-    task: Task,
-    actions: ActionSet,
-    reader: StateReader,
-    episode: Option<Episode>,
-    obs: Option<Observation>,
+    /// The bot's side: its decisions are the caller's, its score the task's.
+    seat: Seat<Caller>,
 }
 
 impl<E: Emulator> Env<E> {
     pub fn new(emu: E, setup: MatchSetup, task: Task, actions: ActionSet) -> Self {
-        Env { emu, setup, task, actions, reader: StateReader::new(), episode: None, obs: None }
+        Env { emu, setup, seat: Seat::new(Caller, actions, setup, 0).scoring(task) }
     }
 
     pub fn emulator(&self) -> &E {
@@ -51,58 +39,45 @@ impl<E: Emulator> Env<E> {
         &mut self.emu
     }
     pub fn actions(&self) -> ActionSet {
-        self.actions
+        self.seat.actions()
     }
     pub fn setup(&self) -> MatchSetup {
         self.setup
     }
     /// The current observation (after `reset`).
     pub fn observation(&self) -> Option<&Observation> {
-        self.obs.as_ref()
+        self.seat.observation()
     }
     pub fn episode(&self) -> Option<&Episode> {
-        self.episode.as_ref()
+        self.seat.episode()
     }
 
     /// Start a new episode with the opponent at `cpu_level`.
     pub fn reset(&mut self, cpu_level: u8, seed: u64) -> Result<Observation, EnvError> {
         self.setup.cpu_level = cpu_level;
         self.emu.reset(self.setup, seed).map_err(|e| EnvError::Emulator(Box::new(e)))?;
-        self.reader.reset();
-        let obs = self.reader.read(self.emu.ram(), &self.setup)?;
-        self.episode = Some(Episode::new(self.task, &obs));
-        self.obs = Some(obs);
-        Ok(obs)
+        Ok(self.seat.restart(self.setup, self.emu.ram())?)
     }
 
     /// Play macro-action `action` until its script ends or the episode does.
-    pub fn step(&mut self, action: usize) -> Result<Step, EnvError> {
+    pub fn step(&mut self, action: usize) -> Result<Move, EnvError> {
         self.step_with(action, |_| {})
     }
 
     /// [`Env::step`], calling `on_frame` with the observation after every emulated
     /// frame (the worker's live view draws each one).
-    pub fn step_with(&mut self, action: usize, mut on_frame: impl FnMut(&Observation)) -> Result<Step, EnvError> {
-        let script = self.actions.script(action).ok_or(EnvError::BadAction { action, set: self.actions, len: self.actions.len() })?;
-        let episode = self.episode.as_mut().expect("Env::step before Env::reset");
-        self.reader.set_shine_flag(self.actions.is_shine(action));
-        let mut reward = 0.0;
-        let mut frames = 0;
-        let mut end = None;
-        let mut obs = self.obs.expect("observation after reset");
-        for pad in script {
-            self.emu.step(pad).map_err(|e| EnvError::Emulator(Box::new(e)))?;
-            obs = self.reader.read(self.emu.ram(), &self.setup)?;
-            on_frame(&obs);
-            let (r, e) = episode.frame(&obs, action == NOTHING);
-            reward += r;
-            frames += 1;
-            if e.is_some() {
-                end = e;
-                break;
+    pub fn step_with(&mut self, action: usize, mut on_frame: impl FnMut(&Observation)) -> Result<Move, EnvError> {
+        let actions = self.seat.actions();
+        assert!(action >= actions.len() || self.seat.episode().is_some(), "Env::step before Env::reset");
+        self.seat.play(action).ok_or(EnvError::BadAction { action, set: actions, len: actions.len() })?;
+        loop {
+            let pad = self.seat.next_pad();
+            self.emu.step(&pad).map_err(|e| EnvError::Emulator(Box::new(e)))?;
+            let played = self.seat.observe(self.emu.ram())?;
+            on_frame(self.seat.observation().expect("read just now"));
+            if let Some(m) = played {
+                return Ok(m);
             }
         }
-        self.obs = Some(obs);
-        Ok(Step { next: obs, reward, end, frames })
     }
 }

@@ -6,7 +6,7 @@
 //!                                      │
 //!   policy::Policy / model::QNet ◄─────┘ picks a macro-action (actions::ActionSet)
 //!                                      │
-//! env::Env plays its pad script ─► task::Episode: reward, terminal or time limit
+//! seat::Seat plays its pad script ─► task::Episode: reward, terminal or time limit
 //!                                      │
 //! experience: 57-float transitions, encoded for upload ─► manager
 //! ```
@@ -20,7 +20,10 @@
 //! - [`actions`]: macro-actions as per-frame pad scripts.
 //! - [`task`]: rewards and episode end.
 //! - [`side`]: which fighter a bot plays, and the match from its point of view.
-//! - [`env`](mod@env): an emulator seen through the agent's eyes.
+//! - [`seat`]: one side of a match, a pad a frame: a policy, its state reader, the
+//!   macro-action in play (and its score, for a learner): the one model of a match.
+//! - [`env`](mod@env): an emulator seen through the agent's eyes (the bot's seat, its
+//!   decisions the caller's).
 //! - [`policy`]: baselines (idle, random, dodge) and greedy play of a model.
 //! - [`experience`]: the upload wire format.
 //! - [`protocol`]: the JSON messages of the HTTP API (`docs/api.md`).
@@ -52,6 +55,7 @@ pub mod experience;
 pub mod model;
 pub mod policy;
 pub mod protocol;
+pub mod seat;
 pub mod side;
 pub mod state;
 pub mod stats;
@@ -70,6 +74,7 @@ pub mod shutdown;
 
 pub use actions::ActionSet;
 pub use env::Env;
+pub use seat::{Move, Seat};
 pub use side::Side;
 pub use state::{Observation, StateReader, STATE_DIM};
 pub use task::{EpisodeEnd, Task};

@@ -12,6 +12,20 @@ pub trait Policy {
     fn act(&mut self, obs: &Observation, rng: &mut dyn rand::RngCore) -> usize;
 }
 
+/// A borrowed policy plays as the policy itself (a seat may hold it for one match).
+impl<P: Policy + ?Sized> Policy for &mut P {
+    fn act(&mut self, obs: &Observation, rng: &mut dyn rand::RngCore) -> usize {
+        (**self).act(obs, rng)
+    }
+}
+
+/// A boxed policy plays as the policy inside.
+impl<P: Policy + ?Sized> Policy for Box<P> {
+    fn act(&mut self, obs: &Observation, rng: &mut dyn rand::RngCore) -> usize {
+        (**self).act(obs, rng)
+    }
+}
+
 /// Always "nothing": the floor.
 pub struct Idle;
 impl Policy for Idle {

@@ -7,8 +7,9 @@
 //! browser ─{"stick":[x,y],"buttons":[..]}─► Input (the pad held now) ─┐
 //!                                                                      ▼
 //!   match thread: every 1/60 s one frame: the model's macro-action (greedy, decided
-//!   when its last one has played out, as a worker decides) and the person's pad into
-//!   Sim::step_both ─► Frame ─► the browser (drawn by the live view's stage)
+//!   when its last one has played out, in a shine_agent::Seat as every side a policy
+//!   plays) and the person's pad into Sim::step_both ─► Frame ─► the browser (drawn by
+//!   the live view's stage)
 //! ```
 //!
 //! The model plays its own side (its file's `side`), the person the other: a Fox model
@@ -18,8 +19,9 @@
 //! most `[play] max_matches` at once, one per browser.
 
 use serde::{Deserialize, Serialize};
-use shine_agent::model::{QNet, Scratch};
-use shine_agent::{ActionSet, Observation, Side, StateReader};
+use shine_agent::model::QNet;
+use shine_agent::policy::Greedy;
+use shine_agent::{ActionSet, Observation, Seat, Side};
 use shine_bridge::pad::{Button, Pad, Stick};
 use shine_bridge::sim::Sim;
 use shine_bridge::{Emulator, MatchSetup};
@@ -217,54 +219,60 @@ impl Person {
     }
 }
 
-/// The simulator's match read from the bot's side (its opponent's 13 floats first), its
-/// fighters driven by the bot's pads and the person's: what [`play`] plays and
+/// The simulator's match, its fighters driven by the bot's pads and the person's, the
+/// bot in its seat: `net` choosing greedily among `actions`, reading the match from its
+/// side (its opponent's 13 floats first). What [`play_browser_match`] plays and
 /// [`check`] replays.
 struct Board {
     side: Side,
-    view: MatchSetup,
     sim: Sim,
-    reader: StateReader,
-    /// The state after the last frame.
-    obs: Observation,
+    bot: Seat<Greedy>,
 }
 
 impl Board {
-    fn new(bot_side: Side, seed: u64) -> anyhow::Result<Board> {
+    fn new(net: &QNet, actions: ActionSet, seed: u64) -> anyhow::Result<Board> {
         let game = Match::setup();
-        let view = bot_side.view(game);
+        let side = net.meta().side;
+        let view = side.view(game);
         let sim = Sim::try_new(game, seed)?;
-        let mut reader = StateReader::new();
-        let obs = reader.read(sim.ram(), &view)?;
-        Ok(Board { side: bot_side, view, sim, reader, obs })
+        // The greedy policy draws nothing: the seat's random stream goes unused.
+        let mut bot = Seat::new(Greedy::new(net.clone()), actions, view, 0);
+        bot.restart(view, sim.ram())?;
+        Ok(Board { side, sim, bot })
     }
 
-    /// One frame: `bot` on the bot's fighter, `you` on the other; the state after it.
-    fn step(&mut self, bot: &Pad, you: &Pad) -> anyhow::Result<&Observation> {
+    /// The state after the last frame.
+    fn obs(&self) -> &Observation {
+        self.bot.observation().expect("read since the start")
+    }
+
+    /// The bot's greedy choice on the state after the last frame, its macro-action
+    /// played from the next frame on: the action and its Q-values.
+    fn decide(&mut self) -> (usize, &[f32]) {
+        let action = self.bot.decide();
+        (action, self.bot.policy().q_values())
+    }
+
+    /// One frame: the bot's macro-action in play on the bot's fighter, `you` on the
+    /// other; the state after it.
+    fn step(&mut self, you: &Pad) -> anyhow::Result<&Observation> {
+        let bot = self.bot.next_pad();
         let (fox, marth) = match self.side {
-            Side::Fox => (bot, you),
-            Side::Marth => (you, bot),
+            Side::Fox => (&bot, you),
+            Side::Marth => (you, &bot),
         };
         self.sim.step_both(fox, marth)?;
-        self.obs = self.reader.read(self.sim.ram(), &self.view)?;
-        Ok(&self.obs)
+        self.bot.observe(self.sim.ram())?;
+        Ok(self.obs())
     }
-}
-
-/// The model's greedy choice on `state`, with its Q-values left in `q`.
-fn greedy(net: &QNet, state: &[f32], q: &mut [f32], scratch: &mut Scratch) -> usize {
-    net.forward(state, 1, q, scratch);
-    QNet::argmax(q)
 }
 
 /// Plays `m` against `person` at 60 frames a second of `clock`, handing every frame to
 /// `send` (false: nobody listens any more, the match ends as [`Ending::Closed`]).
 /// Blocking: run it on a thread of its own.
-pub fn play(m: &Match, cfg: &PlayConfig, person: &Person, clock: &mut dyn Clock, send: &mut dyn FnMut(Frame) -> bool) -> anyhow::Result<Outcome> {
-    let mut board = Board::new(m.bot_side(), m.seed)?;
-    let (mut q, mut scratch) = (vec![0.0; m.net.action_count()], Scratch::default());
-    let mut script: &[Pad] = &[];
-    let (mut action, mut next) = (0usize, 0usize);
+pub fn play_browser_match(m: &Match, cfg: &PlayConfig, person: &Person, clock: &mut dyn Clock, send: &mut dyn FnMut(Frame) -> bool) -> anyhow::Result<Outcome> {
+    let mut board = Board::new(&m.net, m.actions, m.seed)?;
+    let mut action = 0usize;
     let started = clock.now();
     let (mut bot_dealt, mut your_dealt) = (0.0f64, 0.0f64);
     let limit = (cfg.match_secs * FPS) as u64;
@@ -282,17 +290,14 @@ pub fn play(m: &Match, cfg: &PlayConfig, person: &Person, clock: &mut dyn Clock,
         }
         // The bot decides when its last macro-action has played out, as a worker does.
         let mut decided = None;
-        if next >= script.len() {
-            action = greedy(&m.net, &board.obs.state, &mut q, &mut scratch);
-            script = m.actions.script(action).expect("the model's actions are its action set's");
-            next = 0;
-            board.reader.set_shine_flag(m.actions.is_shine(action));
-            decided = Some((board.obs.state.to_vec(), q.clone()));
+        if board.bot.due() {
+            let state = board.obs().state.to_vec();
+            let (a, q) = board.decide();
+            action = a;
+            decided = Some((state, q.to_vec()));
         }
-        let bot = script[next];
-        next += 1;
-        let before = (board.obs.agent.percent, board.obs.opponent.percent);
-        let obs = board.step(&bot, &pad)?;
+        let before = (board.obs().agent.percent, board.obs().opponent.percent);
+        let obs = board.step(&pad)?;
         // Damage dealt: every rise of the other side's percent (a lost stock resets it).
         your_dealt += f64::from(obs.agent.percent.saturating_sub(before.0));
         bot_dealt += f64::from(obs.opponent.percent.saturating_sub(before.1));
@@ -308,7 +313,7 @@ pub fn play(m: &Match, cfg: &PlayConfig, person: &Person, clock: &mut dyn Clock,
         }
         clock.sleep_until(started + Duration::from_secs_f64(frame as f64 / FPS));
     };
-    let (bot_stocks, your_stocks) = (board.obs.agent.stocks, board.obs.opponent.stocks);
+    let (bot_stocks, your_stocks) = (board.obs().agent.stocks, board.obs().opponent.stocks);
     let winner = winner(bot_stocks, your_stocks, bot_dealt, your_dealt).into();
     Ok(Outcome { ending, winner, frames: frame, bot_stocks, your_stocks, bot_damage_dealt: bot_dealt, your_damage_dealt: your_dealt })
 }
@@ -331,30 +336,25 @@ pub fn winner(bot_stocks: u8, your_stocks: u8, bot_dealt: f64, your_dealt: f64) 
 /// differs. (The browser test checks a match the dashboard played with it:
 /// `examples/play_check.rs`.)
 pub fn check(net: &QNet, actions: ActionSet, seed: u64, frames: &[Frame]) -> Result<(), String> {
-    let mut board = Board::new(net.meta().side, seed).map_err(|e| e.to_string())?;
-    let (mut script, mut k): (&[Pad], usize) = (&[], 0);
-    let (mut q, mut scratch) = (vec![0.0; net.action_count()], Scratch::default());
+    let mut board = Board::new(net, actions, seed).map_err(|e| e.to_string())?;
     for (i, f) in frames.iter().enumerate() {
         let n = f.frame;
         if n != i as u64 + 1 {
             return Err(format!("frame {n} where frame {} was due: frames are missing", i + 1));
         }
         if let Some(state) = &f.state {
-            if state.as_slice() != board.obs.state.as_slice() {
+            if state.as_slice() != board.obs().state.as_slice() {
                 return Err(format!("frame {n}: the state streamed is not the bot's"));
             }
-            let greedy = greedy(net, state, &mut q, &mut scratch);
-            if f.action as usize != greedy || f.q.as_deref() != Some(q.as_slice()) {
+            let (greedy, q) = board.decide();
+            if f.action as usize != greedy || f.q.as_deref() != Some(q) {
                 return Err(format!("frame {n}: action {} with Q {:?}, where the model's greedy choice is {greedy} with Q {q:?}", f.action, f.q));
             }
-            script = actions.script(greedy).ok_or_else(|| format!("frame {n}: no action {greedy}"))?;
-            k = 0;
-            board.reader.set_shine_flag(actions.is_shine(greedy));
+        } else if board.bot.due() {
+            return Err(format!("frame {n}: the bot's macro-action {} ended without a new decision", f.action));
         }
-        let bot = *script.get(k).ok_or_else(|| format!("frame {n}: the bot's macro-action {} ended without a new decision", f.action))?;
-        k += 1;
         let you = f.pad.pad().map_err(|e| format!("frame {n}: {e}"))?;
-        let obs = board.step(&bot, &you).map_err(|e| e.to_string())?;
+        let obs = board.step(&you).map_err(|e| e.to_string())?;
         let (bot_now, you_now) = (Fighter::of(&obs.agent), Fighter::of(&obs.opponent));
         if f.agent != bot_now || f.opponent != you_now {
             return Err(format!("frame {n}: streamed bot {:?} and you {:?}, the simulator bot {bot_now:?} and you {you_now:?}", f.agent, f.opponent));
@@ -363,7 +363,7 @@ pub fn check(net: &QNet, actions: ActionSet, seed: u64, frames: &[Frame]) -> Res
     Ok(())
 }
 
-/// Time for [`play`]: the wall clock, or (tests) one that only moves when asked.
+/// Time for [`play_browser_match`]: the wall clock, or (tests) one that only moves when asked.
 pub trait Clock {
     fn now(&self) -> Instant;
     fn sleep_until(&mut self, t: Instant);
@@ -400,20 +400,20 @@ pub struct Plays {
 }
 
 /// A place in [`Plays`], given back when dropped (the match ended, however).
-pub struct Seat {
+pub struct Place {
     plays: Arc<Plays>,
     client: String,
 }
 
-impl Drop for Seat {
+impl Drop for Place {
     fn drop(&mut self) {
         self.plays.clients.lock().expect("plays lock").remove(&self.client);
     }
 }
 
 impl Plays {
-    /// A seat for browser `client`, unless it already plays or `max` matches are on.
-    pub fn take(self: &Arc<Self>, client: &str, max: usize) -> Result<Seat, Refusal> {
+    /// A place for browser `client`, unless it already plays or `max` matches are on.
+    pub fn take(self: &Arc<Self>, client: &str, max: usize) -> Result<Place, Refusal> {
         let mut on = self.clients.lock().expect("plays lock");
         if on.contains(client) {
             return Err(Refusal::AlreadyPlaying);
@@ -422,7 +422,7 @@ impl Plays {
             return Err(Refusal::Full(on.len()));
         }
         on.insert(client.to_string());
-        Ok(Seat { plays: self.clone(), client: client.to_string() })
+        Ok(Place { plays: self.clone(), client: client.to_string() })
     }
 
     /// Matches being played.

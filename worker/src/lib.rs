@@ -17,7 +17,8 @@
 //!   transitions, batches, the spool and the uploader, the live view, self-play's
 //!   opponents.
 //! - [`games`]: where the game runs (`games::backend`: simulator or Dolphin), the seats
-//!   (`games::duel`), a person against the bot in Dolphin (`games::versus`).
+//!   (`games::duel`), the match engine of `play`, `eval` and the league
+//!   (`games::matches`), a person against the bot in Dolphin (`games::versus`).
 //! - [`client`]: the typed HTTP client for `docs/api.md` (messages: `shine_agent::protocol`).
 //! - [`play`]: `play` and `eval`: local episodes with a built-in policy or a model, on
 //!   the simulator or in Dolphin.

@@ -9,7 +9,7 @@
 use super::{Access, Route, RunRef};
 use crate::error::{ApiError, ApiResult};
 use crate::league::{protocol, Player};
-use crate::play::{self, Frame, Input, Match, Outcome, Person, Seat, WallClock};
+use crate::play::{self, Frame, Input, Match, Outcome, Person, Place, WallClock};
 use crate::run::Run;
 use crate::app_state::AppState;
 use axum::extract::rejection::QueryRejection;
@@ -59,11 +59,11 @@ async fn play_ws(
     let (_, bytes) = run.registry().get(version).ok_or_else(|| ApiError::NotFound(format!("run {:?} keeps no model version {version}", run.name())))?;
     let net = QNet::load(&bytes).map_err(|e| anyhow::anyhow!("loading model {version} of run {}: {e}", run.name()))?;
     let actions = ActionSet::from_name(&net.meta().action_set).ok_or_else(|| anyhow::anyhow!("model {version}: unknown action set {}", net.meta().action_set))?;
-    let seat = s.plays.take(&q.client, s.config.play.max_matches);
+    let place = s.plays.take(&q.client, s.config.play.max_matches);
     let m = Match { net, actions, seed: rand::random() };
     Ok(ws.on_upgrade(move |socket| async move {
-        match seat {
-            Ok(seat) => run_match(s, run, version, m, seat, socket).await,
+        match place {
+            Ok(place) => run_match(s, run, version, m, place, socket).await,
             Err(refusal) => {
                 let code = match refusal {
                     play::Refusal::AlreadyPlaying => "already_playing",
@@ -83,7 +83,7 @@ async fn refuse(mut socket: WebSocket, code: &str, message: &str) {
 
 /// The match, from hello to result: frames out as the thread plays them, the person's
 /// pads in, until the thread's [`Outcome`] (counted in the league when it counts).
-async fn run_match(s: AppState, run: Arc<Run>, version: u64, m: Match, seat: Seat, mut socket: WebSocket) {
+async fn run_match(s: AppState, run: Arc<Run>, version: u64, m: Match, place: Place, mut socket: WebSocket) {
     let bot_side = m.bot_side();
     let hello = json!({
         "type": "hello",
@@ -108,7 +108,7 @@ async fn run_match(s: AppState, run: Arc<Run>, version: u64, m: Match, seat: Sea
     let (tx, mut frames) = mpsc::unbounded_channel::<Frame>();
     let (cfg, p) = (s.config.play.clone(), person.clone());
     let thread = std::thread::Builder::new().name("shine-play".into()).spawn(move || {
-        let outcome = play::play(&m, &cfg, &p, &mut WallClock, &mut |f| tx.send(f).is_ok());
+        let outcome = play::play_browser_match(&m, &cfg, &p, &mut WallClock, &mut |f| tx.send(f).is_ok());
         (m, outcome)
     });
     let Ok(thread) = thread else {
@@ -152,7 +152,7 @@ async fn run_match(s: AppState, run: Arc<Run>, version: u64, m: Match, seat: Sea
             return refuse(socket, "internal", "internal error").await;
         }
     };
-    drop(seat);
+    drop(place);
     let league = match count_in_league(&s, &run, version, &m, &outcome).await {
         Ok(rated) => rated,
         Err(e) => {

@@ -44,7 +44,7 @@ fn played(m: &Match, cfg: &PlayConfig, pads: &dyn Fn(u64) -> Option<Pad>) -> (Ou
     }
     let mut clock = Scripted { now: start, person: &person, pads, frame: 0 };
     let mut frames = vec![];
-    let outcome = play(m, cfg, &person, &mut clock, &mut |f| {
+    let outcome = play_browser_match(m, cfg, &person, &mut clock, &mut |f| {
         frames.push(f);
         true
     })
@@ -107,10 +107,10 @@ fn a_match_ends_on_its_clock_without_input_and_when_the_page_goes() {
     // Nobody listens: it ends at once.
     let person = Person::new();
     let mut clock = Scripted { now: Instant::now(), person: &person, pads: &busy_person, frame: 0 };
-    let outcome = play(&m, &c, &person, &mut clock, &mut |f| f.frame < 10).unwrap();
+    let outcome = play_browser_match(&m, &c, &person, &mut clock, &mut |f| f.frame < 10).unwrap();
     assert_eq!((outcome.ending, outcome.frames), (Ending::Closed, 10));
     person.leave();
-    let outcome = play(&m, &c, &person, &mut clock, &mut |_| true).unwrap();
+    let outcome = play_browser_match(&m, &c, &person, &mut clock, &mut |_| true).unwrap();
     assert_eq!((outcome.ending, outcome.frames), (Ending::Closed, 0));
 }
 
@@ -145,7 +145,7 @@ fn one_match_per_browser_and_at_most_max_at_once() {
     assert_eq!(plays.playing(), 2);
     drop(a);
     assert_eq!(plays.playing(), 1);
-    let _a = plays.take("page-a", 2).expect("its seat is free again once its match ended");
+    let _a = plays.take("page-a", 2).expect("its place is free again once its match ended");
     drop(b);
     assert!(PlayConfig { max_matches: 65, ..PlayConfig::default() }.validate().is_err());
     assert!(PlayConfig { idle_secs: 0.0, ..PlayConfig::default() }.validate().is_err());

@@ -6,142 +6,66 @@
 //!
 //! [`Duel`] is an [`Emulator`] whose setup is the bot's view of the match
 //! ([`Side::view`]), so `shine_agent::Env` plays it unchanged: the state, the reward
-//! and the episode end are the bot's side's. The opposing policy ([`Seat`]) decides
-//! a macro-action whenever its last one has played out, reading the RAM after every
-//! frame as the bot's reader does. A seat can keep what it played (`Seat::record`):
+//! and the episode end are the bot's side's. The opposing policy ([`Rival`]) sits in a
+//! [`Seat`] of its own, which decides a macro-action whenever its last one has played
+//! out and reads the RAM after every frame as the bot's does. The seat keeps score of
+//! the task for its side, and the duel can keep what it played ([`Duel::take_moves`]):
 //! its own transitions, one per macro-action, with the rewards of its side, which is
 //! how a self-play match feeds the learner of each side.
 
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
-use shine_agent::actions::{ActionSet, NOTHING};
+use shine_agent::actions::ActionSet;
 use shine_agent::policy::Policy;
-use shine_agent::task::{Episode, EpisodeEnd, Task};
-use shine_agent::{Observation, Side, StateReader, STATE_DIM};
+use shine_agent::task::Task;
+use shine_agent::{Move, Seat, Side};
 use shine_bridge::dolphin::{Dolphin, DolphinError};
 use shine_bridge::pad::Pad;
 use shine_bridge::ram::{RamError, RamView};
 use shine_bridge::sim::{Sim, SimError};
 use shine_bridge::{Emulator, MatchSetup};
 
-/// Who plays the side facing the bot.
-pub enum Opponent {
-    /// The simulator's scripted CPU, at the level each reset asks for.
-    Cpu,
-    /// A policy choosing among `actions`' macro-actions.
-    Policy { policy: Box<dyn Policy>, actions: ActionSet, model_version: u64 },
-}
-
-/// One macro-action the seat played, with what followed it: a transition of its side.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct SeatMove {
-    pub state: [f32; STATE_DIM],
-    pub action: usize,
-    /// The macro's summed reward, for the seat's side.
-    pub reward: f32,
-    pub next: [f32; STATE_DIM],
-    pub end: Option<EpisodeEnd>,
-    /// The model that chose it (0 for a built-in policy).
+/// A policy to seat facing the bot: what it chooses among, and the model behind it.
+pub struct Rival {
+    pub policy: Box<dyn Policy>,
+    pub actions: ActionSet,
+    /// The model that chooses (0 for a built-in policy).
     pub model_version: u64,
 }
 
-/// The policy on the other side, its reader and the macro it is playing.
-pub struct Seat {
-    policy: Box<dyn Policy>,
-    actions: ActionSet,
-    model_version: u64,
-    task: Task,
-    /// The match from the seat's side.
-    view: MatchSetup,
-    reader: StateReader,
-    rng: ChaCha8Rng,
-    obs: Option<Observation>,
-    episode: Option<Episode>,
-    /// The macro in play: its pads, the next frame's index, and what it has earned.
-    script: &'static [Pad],
-    next_frame: usize,
-    playing: Option<(usize, [f32; STATE_DIM], f32)>,
-    over: bool,
-    record: bool,
-    moves: Vec<SeatMove>,
+/// One macro-action the seated rival played, with the model that chose it: a
+/// transition of its side.
+#[derive(Debug, Clone, Copy)]
+pub struct RivalMove {
+    pub played: Move,
+    pub model_version: u64,
 }
 
-impl Seat {
-    /// The seat of `opponent`'s policy (none for the CPU) on the side `view` describes
-    /// (its own port as `agent_port`), its random stream seeded with `seed`; with
-    /// `record` it keeps its transitions.
-    fn new(opponent: Opponent, task: Task, view: MatchSetup, seed: u64, record: bool) -> Option<Seat> {
-        match opponent {
-            Opponent::Cpu => None,
-            Opponent::Policy { policy, actions, model_version } => Some(Seat {
-                policy,
-                actions,
-                model_version,
-                task,
-                view,
-                reader: StateReader::new(),
-                rng: ChaCha8Rng::seed_from_u64(seed),
-                obs: None,
-                episode: None,
-                script: &[],
-                next_frame: 0,
-                playing: None,
-                over: false,
-                record,
-                moves: Vec::new(),
-            }),
-        }
+/// The rival in its seat, and what it played since it was last asked (with `record`).
+struct Seated {
+    seat: Seat<Box<dyn Policy>>,
+    model_version: u64,
+    record: bool,
+    moves: Vec<RivalMove>,
+}
+
+impl Seated {
+    /// `rival` seated on the side `view` describes, scoring `task` for that side, its
+    /// random stream seeded with `seed`.
+    fn new(rival: Rival, task: Task, view: MatchSetup, seed: u64, record: bool) -> Seated {
+        let Rival { policy, actions, model_version } = rival;
+        Seated { seat: Seat::new(policy, actions, view, seed).scoring(task), model_version, record, moves: Vec::new() }
     }
 
-    /// A fresh match seen from `view`: nothing in play, nothing recorded; its first
-    /// frame read from `ram`.
+    /// A fresh match seen from `view`, its first frame read from `ram`; nothing kept.
     fn restart(&mut self, view: MatchSetup, ram: RamView) -> Result<(), RamError> {
-        self.view = view;
-        self.reader.reset();
-        (self.obs, self.episode, self.script, self.next_frame, self.playing, self.over) = (None, None, &[], 0, None, false);
         self.moves.clear();
-        self.observe(ram)
+        self.seat.restart(view, ram).map(drop)
     }
 
-    /// The pad for this frame: the macro in play, or the first pad of a new decision.
-    fn pad(&mut self) -> Pad {
-        if self.next_frame >= self.script.len() && !self.over {
-            if let Some(obs) = self.obs {
-                let a = self.policy.act(&obs, &mut self.rng).min(self.actions.len() - 1);
-                self.script = self.actions.script(a).unwrap_or(&[]);
-                self.next_frame = 0;
-                self.reader.set_shine_flag(self.actions.is_shine(a));
-                self.playing = Some((a, obs.state, 0.0));
-            }
-        }
-        let pad = self.script.get(self.next_frame).copied().unwrap_or(Pad::NEUTRAL);
-        self.next_frame += 1;
-        pad
-    }
-
-    /// Read the frame just played; account its reward; close the macro when it has
-    /// played out or the match ended.
+    /// Read the frame just played, keeping the macro it closed (with `record`).
     fn observe(&mut self, ram: RamView) -> Result<(), RamError> {
-        let obs = self.reader.read(ram, &self.view)?;
-        self.obs = Some(obs);
-        let Some(episode) = self.episode.as_mut() else {
-            self.episode = Some(Episode::new(self.task, &obs));
-            return Ok(());
-        };
-        if self.over {
-            return Ok(());
-        }
-        let chose_nothing = self.playing.is_some_and(|(a, _, _)| a == NOTHING);
-        let (r, end) = episode.frame(&obs, chose_nothing);
-        if let Some((_, _, reward)) = self.playing.as_mut() {
-            *reward += r;
-        }
-        self.over = end.is_some();
-        if end.is_some() || self.next_frame >= self.script.len() {
-            if let Some((action, state, reward)) = self.playing.take() {
-                if self.record {
-                    self.moves.push(SeatMove { state, action, reward, next: obs.state, end, model_version: self.model_version });
-                }
+        if let Some(played) = self.seat.observe(ram)? {
+            if self.record {
+                self.moves.push(RivalMove { played, model_version: self.model_version });
             }
         }
         Ok(())
@@ -158,7 +82,8 @@ pub struct Duel {
     /// `Some(level)`: the scripted CPU plays the bot's side (the pads given to `step`
     /// are ignored): a baseline, what the game's own CPU does in the bot's place.
     bot_cpu: Option<u8>,
-    seat: Option<Seat>,
+    /// The policy facing the bot, in its seat (`None`: the scripted CPU).
+    rival: Option<Seated>,
     /// Whether the scripted CPU drives Marth this match (the simulator's own opponent).
     marth_cpu: bool,
 }
@@ -168,7 +93,7 @@ impl Duel {
     /// match's layout), playing `task`; the opponent is the scripted CPU until
     /// [`Duel::seat`] puts a policy there.
     pub fn new(side: Side, view: MatchSetup, task: Task, seed: u64) -> Duel {
-        let mut duel = Duel { sim: Sim::new(side.view(view), seed), side, view, task, bot_cpu: None, seat: None, marth_cpu: true };
+        let mut duel = Duel { sim: Sim::new(side.view(view), seed), side, view, task, bot_cpu: None, rival: None, marth_cpu: true };
         // Infallible here: `Sim::new` repaired the setup.
         let _ = duel.arrange(view, seed);
         duel
@@ -180,10 +105,12 @@ impl Duel {
         self
     }
 
-    /// Who plays the other side from the next reset on. With `record`, the seat keeps
-    /// its transitions for [`Duel::take_moves`].
-    pub fn seat(&mut self, opponent: Opponent, seed: u64, record: bool) {
-        self.seat = Seat::new(opponent, self.task, self.seat_view(self.view), seed, record);
+    /// Who plays the other side from the next reset on: `rival` (its random stream
+    /// seeded with `seed`), or with `None` the scripted CPU. With `record`, the duel
+    /// keeps the rival's transitions for [`Duel::take_moves`].
+    pub fn seat(&mut self, rival: Option<Rival>, seed: u64, record: bool) {
+        let view = self.seat_view(self.view);
+        self.rival = rival.map(|r| Seated::new(r, self.task, view, seed, record));
     }
 
     pub fn side(&self) -> Side {
@@ -194,9 +121,9 @@ impl Duel {
         &self.sim
     }
 
-    /// The seat's transitions since the last call (only with `record`).
-    pub fn take_moves(&mut self) -> Vec<SeatMove> {
-        self.seat.as_mut().map(|s| std::mem::take(&mut s.moves)).unwrap_or_default()
+    /// The rival's transitions since the last call (only with `record`).
+    pub fn take_moves(&mut self) -> Vec<RivalMove> {
+        self.rival.as_mut().map(|s| std::mem::take(&mut s.moves)).unwrap_or_default()
     }
 
     /// The match from the seat's side, given the bot's view of it.
@@ -208,7 +135,7 @@ impl Duel {
     /// which fighter at which level. `view.cpu_level` is the opponent's level when the
     /// CPU is the opponent; the simulator's own CPU plays Marth, its agent-side CPU Fox.
     fn arrange(&mut self, view: MatchSetup, seed: u64) -> Result<(), SimError> {
-        let opponent_cpu = self.seat.is_none().then_some(view.cpu_level);
+        let opponent_cpu = self.rival.is_none().then_some(view.cpu_level);
         let (fox_cpu, marth_cpu) = match self.side {
             Side::Fox => (self.bot_cpu, opponent_cpu),
             Side::Marth => (opponent_cpu, self.bot_cpu),
@@ -226,25 +153,25 @@ impl Duel {
 /// ([`Duel`]). Backends without one play the scripted CPU there and refuse a policy.
 pub trait Seats {
     /// Who plays the other side from the next reset on ([`Duel::seat`]).
-    fn seat_opponent(&mut self, opponent: Opponent, seed: u64, record: bool) -> Result<(), String> {
+    fn seat_rival(&mut self, rival: Option<Rival>, seed: u64, record: bool) -> Result<(), String> {
         let _ = (seed, record);
-        match opponent {
-            Opponent::Cpu => Ok(()),
-            Opponent::Policy { .. } => Err("this backend has no seat for a policy on the other side: self-play runs on the simulator".into()),
+        match rival {
+            None => Ok(()),
+            Some(_) => Err("this backend has no seat for a policy on the other side: self-play runs on the simulator".into()),
         }
     }
-    /// The seated policy's transitions since the last call.
-    fn take_moves(&mut self) -> Vec<SeatMove> {
+    /// The seated rival's transitions since the last call.
+    fn take_moves(&mut self) -> Vec<RivalMove> {
         Vec::new()
     }
 }
 
 impl Seats for Duel {
-    fn seat_opponent(&mut self, opponent: Opponent, seed: u64, record: bool) -> Result<(), String> {
-        self.seat(opponent, seed, record);
+    fn seat_rival(&mut self, rival: Option<Rival>, seed: u64, record: bool) -> Result<(), String> {
+        self.seat(rival, seed, record);
         Ok(())
     }
-    fn take_moves(&mut self) -> Vec<SeatMove> {
+    fn take_moves(&mut self) -> Vec<RivalMove> {
         Duel::take_moves(self)
     }
 }
@@ -258,14 +185,14 @@ impl Emulator for Duel {
     fn reset(&mut self, view: MatchSetup, seed: u64) -> Result<(), SimError> {
         self.arrange(view, seed)?;
         let seat_view = self.seat_view(view);
-        if let Some(seat) = self.seat.as_mut() {
-            seat.restart(seat_view, self.sim.ram())?;
+        if let Some(rival) = self.rival.as_mut() {
+            rival.restart(seat_view, self.sim.ram())?;
         }
         Ok(())
     }
 
     fn step(&mut self, pad: &Pad) -> Result<(), SimError> {
-        let theirs = self.seat.as_mut().map_or(Pad::NEUTRAL, Seat::pad);
+        let theirs = self.rival.as_mut().map_or(Pad::NEUTRAL, |r| r.seat.pad());
         let (fox, marth) = match self.side {
             Side::Fox => (*pad, theirs),
             Side::Marth => (theirs, *pad),
@@ -277,8 +204,8 @@ impl Emulator for Duel {
         } else {
             self.sim.step_both(&fox, &marth)?;
         }
-        match self.seat.as_mut() {
-            Some(seat) => Ok(seat.observe(self.sim.ram())?),
+        match self.rival.as_mut() {
+            Some(rival) => Ok(rival.observe(self.sim.ram())?),
             None => Ok(()),
         }
     }
@@ -297,19 +224,18 @@ impl Emulator for Duel {
 /// port's, each reading the match from its own port.
 pub struct DolphinDuel {
     dolphin: Dolphin,
-    seat: Seat,
+    rival: Seated,
     stream: u64,
 }
 
 impl DolphinDuel {
     /// `dolphin` must have been launched against an opponent bot (two pipes, the
-    /// opponent's port a human one); `opponent` is the policy. Each match reseeds its
+    /// opponent's port a human one); `rival` is the policy. Each match reseeds its
     /// random stream with the reset's seed XOR `stream`, as a fresh [`Duel`] seat would
     /// be seeded for that match.
-    pub fn new(dolphin: Dolphin, opponent: Opponent, task: Task, stream: u64) -> Result<DolphinDuel, String> {
+    pub fn new(dolphin: Dolphin, rival: Rival, task: Task, stream: u64) -> DolphinDuel {
         let view = Side::Marth.view(dolphin.setup());
-        let seat = Seat::new(opponent, task, view, stream, false).ok_or("the opponent bot's port needs a policy (Melee's CPU plays without one)")?;
-        Ok(DolphinDuel { dolphin, seat, stream })
+        DolphinDuel { dolphin, rival: Seated::new(rival, task, view, stream, false), stream }
     }
 
     pub fn dolphin(&self) -> &Dolphin {
@@ -325,14 +251,14 @@ impl Emulator for DolphinDuel {
 
     fn reset(&mut self, setup: MatchSetup, seed: u64) -> Result<(), DolphinError> {
         self.dolphin.reset(setup, seed)?;
-        self.seat.rng = ChaCha8Rng::seed_from_u64(seed ^ self.stream);
-        Ok(self.seat.restart(Side::Marth.view(setup), self.dolphin.ram())?)
+        self.rival.seat.reseed(seed ^ self.stream);
+        Ok(self.rival.restart(Side::Marth.view(setup), self.dolphin.ram())?)
     }
 
     fn step(&mut self, pad: &Pad) -> Result<(), DolphinError> {
-        let theirs = self.seat.pad();
+        let theirs = self.rival.seat.pad();
         self.dolphin.step_both(pad, &theirs)?;
-        Ok(self.seat.observe(self.dolphin.ram())?)
+        Ok(self.rival.observe(self.dolphin.ram())?)
     }
 
     fn ram(&self) -> RamView<'_> {
@@ -351,8 +277,10 @@ impl Emulator for DolphinDuel {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha8Rng;
     use shine_agent::policy::{Idle, RandomPolicy};
-    use shine_agent::Env;
+    use shine_agent::{Env, Observation, STATE_DIM};
 
     fn fight_view(side: Side) -> MatchSetup {
         side.view(MatchSetup::default())
@@ -408,7 +336,7 @@ mod tests {
         for side in Side::ALL {
             let view = fight_view(side);
             let mut duel = Duel::new(side, view, Task::Fight, 21);
-            duel.seat(Opponent::Policy { policy: Box::new(RandomPolicy(ActionSet::Fight)), actions: ActionSet::Fight, model_version: 7 }, 99, true);
+            duel.seat(Some(Rival { policy: Box::new(RandomPolicy(ActionSet::Fight)), actions: ActionSet::Fight, model_version: 7 }), 99, true);
             let mut env = Env::new(duel, view, Task::Fight, ActionSet::Fight);
             let first = env.reset(9, 21).unwrap();
             let mut rng = ChaCha8Rng::seed_from_u64(1);
@@ -426,7 +354,7 @@ mod tests {
             let bot_total = env.episode().unwrap().total_reward;
             assert!(moves.len() > 100, "{side}: the seat decided all match long ({} moves)", moves.len());
             // The fight is zero-sum: the seat's rewards are the bot's, negated.
-            let seat_total: f32 = moves.iter().map(|m| m.reward).sum();
+            let seat_total: f32 = moves.iter().map(|m| m.played.reward).sum();
             assert!(bot_total.abs() > 0.1, "{side}: somebody took damage ({bot_total})");
             assert!((seat_total + bot_total).abs() < 1e-3, "{side}: seat {seat_total} vs bot {bot_total}");
             // Its first state is the bot's first state with the roles swapped.
@@ -434,14 +362,14 @@ mod tests {
             swapped[..13].copy_from_slice(&first.state[13..26]);
             swapped[13..26].copy_from_slice(&first.state[..13]);
             swapped[26] = 0.0;
-            assert_eq!(moves[0].state, swapped, "{side}");
+            assert_eq!(moves[0].played.state, swapped, "{side}");
             // Moves chain, and only the last one carries the end.
             for w in moves.windows(2) {
-                assert_eq!(w[0].next[..26], w[1].state[..26], "{side}");
-                assert_eq!(w[0].end, None);
+                assert_eq!(w[0].played.next.state[..26], w[1].played.state[..26], "{side}");
+                assert_eq!(w[0].played.end, None);
             }
-            assert_eq!(moves.last().unwrap().end, Some(end));
-            assert!(moves.iter().all(|m| m.model_version == 7 && m.action < ActionSet::Fight.len()));
+            assert_eq!(moves.last().unwrap().played.end, Some(end));
+            assert!(moves.iter().all(|m| m.model_version == 7 && m.played.action < ActionSet::Fight.len()));
         }
     }
 
@@ -452,7 +380,7 @@ mod tests {
         let view = fight_view(Side::Fox);
         let mut alone = Duel::new(Side::Fox, view, Task::Fight, 4);
         let mut seated = Duel::new(Side::Fox, view, Task::Fight, 4);
-        seated.seat(Opponent::Policy { policy: Box::new(Idle), actions: ActionSet::Fight, model_version: 0 }, 1, false);
+        seated.seat(Some(Rival { policy: Box::new(Idle), actions: ActionSet::Fight, model_version: 0 }), 1, false);
         for d in [&mut alone, &mut seated] {
             d.reset(view, 4).unwrap();
             for _ in 0..600 {

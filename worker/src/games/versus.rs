@@ -20,11 +20,9 @@
 
 use crate::games::backend::DolphinSetup;
 use anyhow::{bail, Context};
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
 use shine_agent::actions::ActionSet;
 use shine_agent::policy::Policy;
-use shine_agent::state::{Observation, StateReader};
+use shine_agent::Seat;
 use shine_bridge::dolphin::css::{self, scene};
 use shine_bridge::dolphin::menu::Task;
 use shine_bridge::dolphin::{Dolphin, DolphinError, HumanPad};
@@ -140,7 +138,7 @@ pub fn interrupted(e: &anyhow::Error) -> bool {
 
 /// One match to its end: the menus walked (the person picks their character and starts
 /// the match; what the bot waits for is said on stderr), then the policy plays its
-/// macro-actions frame by frame until the match leaves the screen.
+/// macro-actions frame by frame from its [`Seat`] until the match leaves the screen.
 pub fn play_match(emu: &mut Dolphin, policy: &mut dyn Policy, set: ActionSet, seed: u64) -> anyhow::Result<MatchResult> {
     let setup = emu.setup();
     let (port, bot_port) = (setup.opponent_port + 1, setup.agent_port + 1);
@@ -158,33 +156,29 @@ pub fn play_match(emu: &mut Dolphin, policy: &mut dyn Policy, set: ActionSet, se
         .flatten()
         .and_then(|f| f.internal_character().ok())
         .map_or("an unknown character".to_string(), |id| describe(Character::by_internal(id), id));
-    let mut reader = StateReader::new();
-    let mut obs: Observation = reader.read(emu.ram(), &setup)?;
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut bot = Seat::new(policy, set, setup, seed);
+    let mut obs = bot.restart(setup, emu.ram())?;
     let mut frames = 0u64;
     loop {
-        let a = policy.act(&obs, &mut rng);
-        reader.set_shine_flag(set.is_shine(a));
-        for pad in set.script(a).expect("the policy picks from its own action set") {
-            emu.step(pad).map_err(|e| match e {
-                // Dolphin's own pause (F10) stops the game's frames, which ends a match
-                // after the frame timeout; Melee's (START) does not.
-                DolphinError::NoFrames { .. } => anyhow::Error::new(e).context(
-                    "the match stopped (F10 in Dolphin's window pauses the emulator, and a match that stands still for 5 s ends the session; \
-                     pause the match with START instead)",
-                ),
-                e => anyhow::Error::new(e).context("playing the match"),
-            })?;
-            if !in_match(emu.ram(), &setup) {
-                // The clock ran out (or the match was quit): the last frame seen counts.
-                return Ok(MatchResult { person_character, frames, bot_stocks: obs.agent.stocks, person_stocks: obs.opponent.stocks });
-            }
-            obs = reader.read(emu.ram(), &setup)?;
-            frames += 1;
-            if obs.agent.stocks == 0 || obs.opponent.stocks == 0 {
-                // "GAME!": the next reset walks the results back to character select.
-                return Ok(MatchResult { person_character, frames, bot_stocks: obs.agent.stocks, person_stocks: obs.opponent.stocks });
-            }
+        emu.step(&bot.pad()).map_err(|e| match e {
+            // Dolphin's own pause (F10) stops the game's frames, which ends a match
+            // after the frame timeout; Melee's (START) does not.
+            DolphinError::NoFrames { .. } => anyhow::Error::new(e).context(
+                "the match stopped (F10 in Dolphin's window pauses the emulator, and a match that stands still for 5 s ends the session; \
+                 pause the match with START instead)",
+            ),
+            e => anyhow::Error::new(e).context("playing the match"),
+        })?;
+        if !in_match(emu.ram(), &setup) {
+            // The clock ran out (or the match was quit): the last frame seen counts.
+            return Ok(MatchResult { person_character, frames, bot_stocks: obs.agent.stocks, person_stocks: obs.opponent.stocks });
+        }
+        bot.observe(emu.ram())?;
+        obs = *bot.observation().expect("read just now");
+        frames += 1;
+        if obs.agent.stocks == 0 || obs.opponent.stocks == 0 {
+            // "GAME!": the next reset walks the results back to character select.
+            return Ok(MatchResult { person_character, frames, bot_stocks: obs.agent.stocks, person_stocks: obs.opponent.stocks });
         }
     }
 }

@@ -85,7 +85,9 @@ pub struct ActorConfig {
 
 /// The actor's connections to the network side.
 pub struct ActorIo {
-    pub batches: tokio::sync::mpsc::Sender<RawBatch>,
+    /// Where each side's transitions go, one entry per side of the matches that learns:
+    /// the bot's run first, then in self-play the opponent run (the seated rival's).
+    pub outputs: Vec<Output>,
     pub episodes: tokio::sync::mpsc::Sender<EpisodeReport>,
     pub models: tokio::sync::mpsc::Receiver<Model>,
     /// The live view's tap (environment 0 streams through it while watched).
@@ -93,17 +95,15 @@ pub struct ActorIo {
     /// Where a swapped-out network goes, for the loader to fill with the next model
     /// (`None`: dropped).
     pub spares: Option<tokio::sync::mpsc::Sender<QNet>>,
-    /// Self-play: where the rivals come from and where their transitions go.
-    pub rival: Option<RivalIo>,
+    /// Self-play: the opponent run's models ([`crate::pipeline::selfplay::poll_pool`]),
+    /// a rival picked among them for each training episode.
+    pub pool: Option<tokio::sync::watch::Receiver<Arc<Pool>>>,
 }
 
-/// The actor's connections for self-play's other side.
-pub struct RivalIo {
-    /// The opponent run's models ([`crate::pipeline::selfplay::poll_pool`]).
-    pub pool: tokio::sync::watch::Receiver<Arc<Pool>>,
-    /// The rivals' transitions, batched for the opponent run's uploader.
+/// Where one side's transitions go: batched for its run's uploader.
+pub struct Output {
     pub batches: tokio::sync::mpsc::Sender<RawBatch>,
-    /// Their count and the opponent uploader's batch scale (its manager's busy state).
+    /// Their count and the uploader's batch scale (its manager's busy state).
     pub counters: Arc<ActorCounters>,
 }
 
@@ -192,6 +192,9 @@ where
     if !(1..=9).contains(&cfg.cpu_level) {
         bail!("cpu_level {} from the manager is outside 1..=9", cfg.cpu_level);
     }
+    if io.outputs.is_empty() {
+        bail!("the actor needs an output for the bot's transitions");
+    }
     check_model(&model, cfg.actions)?;
     counters.model_version.store(model.version, Relaxed);
     let make = Arc::new(make);
@@ -200,7 +203,7 @@ where
     let mut slots = Vec::with_capacity(start_envs);
     // One output pipeline (n-step per environment, batcher, channel) per side that
     // learns: the bot's run, and in self-play the opponent run.
-    let sides = 1 + io.rival.is_some() as usize;
+    let sides = io.outputs.len();
     for i in 0..start_envs {
         let (t, slot) = spawn_env(i, &make, &reply_tx, &cfg, io.live.clone(), sides)?;
         threads.push(t);
@@ -210,7 +213,7 @@ where
     // when every environment has stopped.
     let mut tuner = cfg.auto.map(|t| Tuner::new(t, Instant::now()));
     let spawner = tuner.is_some().then_some(reply_tx);
-    let pool = io.rival.as_ref().map(|r| r.pool.clone());
+    let pool = io.pool.clone();
     for s in &mut slots {
         s.start_episode(&cfg, pool.as_ref(), counters.epsilon());
     }
@@ -223,7 +226,7 @@ where
         Batcher::new(cfg.batch_transitions, Duration::from_secs_f64(cfg.batch_secs.max(0.01)), cfg.n_step.max(1), batches.clone(), counters.clone())
             .with_cap(cfg.batch_cap)
     };
-    let outputs = std::iter::once(batcher(&io.batches, &counters)).chain(io.rival.as_ref().map(|r| batcher(&r.batches, &r.counters))).collect();
+    let outputs = io.outputs.iter().map(|o| batcher(&o.batches, &o.counters)).collect();
     let mut round = Round {
         cfg: &cfg,
         slots,
@@ -275,7 +278,7 @@ where
         ready.extend(replies.try_iter());
         // Between decisions: take the newest model, drop the old one here.
         swap_model(&mut model, &mut io.models, io.spares.as_ref(), cfg.actions, &round.counters);
-        if let Err(e) = round.play(ready.drain(..), &model) {
+        if let Err(e) = round.answer(ready.drain(..), &model) {
             break Err(e);
         }
     };
@@ -364,9 +367,8 @@ fn swap_model(
 struct Round<'a> {
     cfg: &'a ActorConfig,
     slots: Vec<Slot>,
-    /// Where each side's transitions go, one batcher each: the bot's run, then in
-    /// self-play the opponent run (the rivals' transitions). The same pipeline twice,
-    /// each slot's `nsteps` in the same order.
+    /// Where each side's transitions go, one batcher each, in [`ActorIo::outputs`]'
+    /// order (each slot's `nsteps` in the same order).
     outputs: Vec<Batcher>,
     /// Self-play: where rivals come from.
     pool: Option<tokio::sync::watch::Receiver<Arc<Pool>>>,
@@ -385,7 +387,7 @@ struct Round<'a> {
 
 impl Round<'_> {
     /// One round: record every reply, then decide for every environment that waits.
-    fn play(&mut self, replies: impl Iterator<Item = (usize, Reply)>, model: &Model) -> anyhow::Result<()> {
+    fn answer(&mut self, replies: impl Iterator<Item = (usize, Reply)>, model: &Model) -> anyhow::Result<()> {
         self.need.clear();
         for (i, reply) in replies {
             self.record(i, reply)?;
@@ -460,23 +462,24 @@ impl Round<'_> {
                 s.skipped = skipped_total;
                 s.episode.frames += step.frames;
                 s.episode.reward += step.reward;
-                let mut d = s.pending.take().expect("a step answers a decision");
-                d.reward = step.reward;
-                let model_version = d.model_version;
-                // The bot's decision into its run's transitions; the rival's macro-actions
-                // (self-play) into the opponent run's, by the same n-step rule, with the
-                // rival's own rewards: each side through its own output.
-                let rivals = rival.into_iter().map(|m| (1, Decision { state: m.state, action: m.action, reward: m.reward, model_version: m.model_version }, m.next, m.end));
-                for (o, d, next, end) in std::iter::once((0, d, step.next.state, step.end)).chain(rivals) {
-                    let (Some(nstep), Some(batcher)) = (s.nsteps.get_mut(o), self.outputs.get_mut(o)) else { continue };
-                    let mut handed = Ok(());
-                    let dropped = nstep.push(d, &next, end, &mut |row, v| {
-                        if handed.is_ok() {
-                            handed = batcher.push(row, v);
-                        }
-                    });
-                    counters.incomplete.fetch_add(dropped as u64, Relaxed);
-                    handed?;
+                let model_version = s.pending.take().expect("a step answers a decision").model_version;
+                // Each side's macro-actions in the order of the outputs: the bot's (this
+                // step, by the model it decided with), then in self-play the rival's (by
+                // its own); each with its own side's rewards, by the same n-step rule,
+                // into its own run's transitions.
+                let sides = [vec![(step, model_version)], rival.into_iter().map(|r| (r.played, r.model_version)).collect()];
+                for ((played, nstep), batcher) in sides.into_iter().zip(&mut s.nsteps).zip(&mut self.outputs) {
+                    for (m, model_version) in played {
+                        let d = Decision { state: m.state, action: m.action, reward: m.reward, model_version };
+                        let mut handed = Ok(());
+                        let dropped = nstep.push(d, &m.next.state, m.end, &mut |row, v| {
+                            if handed.is_ok() {
+                                handed = batcher.push(row, v);
+                            }
+                        });
+                        counters.incomplete.fetch_add(dropped as u64, Relaxed);
+                        handed?;
+                    }
                 }
                 match step.end {
                     Some(end) => {

@@ -6,8 +6,9 @@
 //! ```
 //! The loop ends when the actor drops its command sender (shutdown).
 //!
-//! **Self-play.** A reset may seat a rival model on the other side ([`Rival`]; the
-//! simulator's [`crate::games::duel::Duel`]); each step then also answers with the rival's
+//! **Self-play.** A reset may seat a rival model on the other side (a [`Pick`] from the
+//! opponent run's models, seated as a [`Rival`] in the simulator's
+//! [`crate::games::duel::Duel`]); each step then also answers with the rival's
 //! transitions, which the actor sends to the opponent's run.
 //!
 //! **A pause cuts the episode.** An emulator that runs on while the bot does not decide
@@ -18,12 +19,11 @@
 //! state the bot decided on. The simulator holds still while nobody steps it, so it is
 //! never cut.
 
-use crate::games::duel::{Opponent, SeatMove, Seats};
+use crate::games::duel::{Rival, RivalMove, Seats};
 use crate::pipeline::live::{LiveDecision, LiveTap, Pacer};
-use shine_agent::env::Step;
 use shine_agent::model::QNet;
 use shine_agent::policy::EpsilonGreedy;
-use shine_agent::{ActionSet, Env, Observation, Task};
+use shine_agent::{ActionSet, Env, Move, Observation, Task};
 use shine_bridge::{Emulator, MatchSetup};
 use std::sync::{mpsc, Arc};
 
@@ -35,13 +35,20 @@ pub struct Game {
     pub actions: ActionSet,
 }
 
-/// A model seated on the other side for one episode (self-play), exploring at
-/// `epsilon`; its transitions come back with each step.
+/// One of the opponent run's models, picked to play the other side for one episode
+/// (self-play), exploring at `epsilon`; its transitions come back with each step.
 #[derive(Clone)]
-pub struct Rival {
+pub struct Pick {
     pub net: Arc<QNet>,
     pub version: u64,
     pub epsilon: f64,
+}
+
+impl Pick {
+    /// The rival to seat, choosing among `actions`.
+    fn rival(self, actions: ActionSet) -> Rival {
+        Rival { policy: Box::new(EpsilonGreedy::new(self.net, self.epsilon)), actions, model_version: self.version }
+    }
 }
 
 pub enum Cmd {
@@ -49,7 +56,7 @@ pub enum Cmd {
         cpu_level: u8,
         seed: u64,
         /// `None`: the scripted CPU plays the other side.
-        rival: Option<Rival>,
+        rival: Option<Pick>,
     },
     /// Play an action; with a decision (env 0, watched): paced to real time and recorded.
     Step(usize, Option<LiveDecision>),
@@ -62,10 +69,11 @@ pub const CUT_AFTER_FRAMES: u64 = 30;
 pub enum Reply {
     Ready(Observation),
     Stepped {
-        step: Step,
+        /// The bot's macro-action.
+        step: Move,
         skipped_total: u64,
         /// What the rival played meanwhile (self-play; empty otherwise).
-        rival: Vec<SeatMove>,
+        rival: Vec<RivalMove>,
     },
     /// The step ran across a pause (`skipped` frames without a decision): its outcome
     /// is not the bot's, and the episode ends before it.
@@ -104,11 +112,8 @@ pub fn env_thread<E: Emulator + Seats>(
     for cmd in cmds {
         let reply = match cmd {
             Cmd::Reset { cpu_level, seed, rival } => {
-                let opponent = match rival {
-                    None => Opponent::Cpu,
-                    Some(r) => Opponent::Policy { policy: Box::new(EpsilonGreedy::new(r.net, r.epsilon)), actions: game.actions, model_version: r.version },
-                };
-                match env.emulator_mut().seat_opponent(opponent, seed ^ RIVAL_STREAM, true) {
+                let rival = rival.map(|p| p.rival(game.actions));
+                match env.emulator_mut().seat_rival(rival, seed ^ RIVAL_STREAM, true) {
                     Ok(()) => env.reset(cpu_level, seed).map(Reply::Ready),
                     Err(e) => Ok(Reply::Failed(e)),
                 }

@@ -14,7 +14,7 @@
 //! registry, newest and best-evaluated).
 
 use crate::client::Client;
-use crate::pipeline::envs::Rival;
+use crate::pipeline::envs::Pick;
 use rand::Rng;
 use shine_agent::model::QNet;
 use shine_agent::protocol::SelfPlay;
@@ -50,13 +50,13 @@ impl Pool {
 
     /// One training episode's opponent (the mix in the module doc); `None`: the
     /// scripted CPU (also while the pool is empty). The rival explores at `epsilon`.
-    pub fn draw(&self, sp: &SelfPlay, epsilon: f64, rng: &mut impl Rng) -> Option<Rival> {
+    pub fn draw(&self, sp: &SelfPlay, epsilon: f64, rng: &mut impl Rng) -> Option<Pick> {
         if self.models.is_empty() || rng.random::<f64>() < sp.cpu_share {
             return None;
         }
         let older = &self.models[1..];
         let (version, net) = if older.is_empty() || rng.random::<f64>() < sp.latest_share { &self.models[0] } else { &older[rng.random_range(0..older.len())] };
-        Some(Rival { net: net.clone(), version: *version, epsilon })
+        Some(Pick { net: net.clone(), version: *version, epsilon })
     }
 }
 

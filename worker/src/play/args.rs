@@ -2,24 +2,11 @@
 //! matches' terms both take ([`MatchArgs`]) and each one's own.
 
 use crate::games::backend::Backend;
+use crate::games::matches::PolicyKind;
 use clap::{Args, ValueEnum};
 use shine_agent::task::Task;
 use shine_agent::Side;
 use std::path::PathBuf;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum PolicyKind {
-    /// Never press anything.
-    Idle,
-    /// Uniformly random macro-actions.
-    Random,
-    /// Hand-written heuristic: spot dodge when the CPU attacks in reach (Untouchable
-    /// task only).
-    Dodge,
-    /// The simulator's own scripted CPU plays the bot's side, at --bot-level (the
-    /// simulator only).
-    Cpu,
-}
 
 /// `--task`: what is measured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -4,9 +4,10 @@
 //! is stopped, its temporary user folder removed, and the episodes or matches played
 //! so far are summed up as when all were played.
 
-use super::{report, run_episode, stream, EpisodeResult, Matches, PlayArgs, PolicySpec};
+use super::{report, PlayArgs};
 use crate::games::backend::{Backend, DolphinSetup};
-use crate::games::duel::{DolphinDuel, Opponent};
+use crate::games::duel::DolphinDuel;
+use crate::games::matches::{run_episode, stream, EpisodeResult, Matches, PolicySpec};
 use crate::games::versus::{self, End};
 use anyhow::bail;
 use shine_agent::policy::Policy;
@@ -41,7 +42,7 @@ impl Stop {
 
 /// `play --human-port`: the checks, then [`crate::games::versus`]; the bot plays
 /// `side`'s fighter.
-pub(super) fn play_against_person(spec: &PolicySpec, args: &PlayArgs, task: Task, side: Side, human_port: u8, bot_cpu: bool) -> anyhow::Result<()> {
+pub(super) fn play_human_port(spec: &PolicySpec, args: &PlayArgs, task: Task, side: Side, human_port: u8, bot_cpu: bool) -> anyhow::Result<()> {
     if args.backend != Backend::Dolphin {
         bail!("--human-port plays against a person in Dolphin: add --backend dolphin --iso PATH (the simulator has no controller for you)");
     }
@@ -83,12 +84,11 @@ pub(super) fn play_dolphin(spec: &PolicySpec, args: &PlayArgs, m: &Matches, labe
             let played = episodes_of(&mut env, policy.as_mut(), m, &dolphin, Dolphin::closed_by_user);
             (played, env.emulator().stats())
         }),
-        Some(r) => dolphin.launch_against_bot(setup).and_then(|emu| {
-            let opponent = Opponent::Policy { policy: r.spec.build(r.actions, m.epsilon), actions: r.actions, model_version: r.version };
-            let duel = DolphinDuel::new(emu, opponent, m.task, stream(Side::Marth)).map_err(anyhow::Error::msg)?;
+        Some(r) => dolphin.launch_against_bot(setup).map(|emu| {
+            let duel = DolphinDuel::new(emu, r.build(m.epsilon), m.task, stream(Side::Marth));
             let mut env = Env::new(duel, setup, m.task, set);
             let played = episodes_of(&mut env, policy.as_mut(), m, &dolphin, |d: &mut DolphinDuel| d.dolphin_mut().closed_by_user());
-            Ok((played, env.emulator().dolphin().stats()))
+            (played, env.emulator().dolphin().stats())
         }),
     };
     let (played, stats) = match launched {

@@ -1,25 +1,10 @@
-//! What the played episodes come to: one episode's result, the Untouchable task's
+//! What the played episodes come to: the Untouchable task's
 //! survival and the fight task's summary (wins with a Wilson interval, stocks and
 //! damage per match with 95 % intervals).
 
+use crate::games::matches::EpisodeResult;
 use shine_agent::stats::{wilson95, Survival};
-use shine_agent::task::{EpisodeEnd, Outcome, Tally};
-
-/// One finished episode.
-#[derive(Debug, Clone, Copy)]
-pub struct EpisodeResult {
-    pub frames: u32,
-    pub end: EpisodeEnd,
-    pub reward: f32,
-    /// Stocks and damage, both ways.
-    pub tally: Tally,
-}
-
-impl EpisodeResult {
-    pub fn survived(&self) -> bool {
-        self.end == EpisodeEnd::TimeLimit
-    }
-}
+use shine_agent::task::{Outcome, Tally};
 
 pub(super) fn summarize(results: &[EpisodeResult]) -> Survival {
     let mut s = Survival::default();

@@ -8,7 +8,7 @@
 //! seconds of rest, so the environments keep the rest of the machine.
 
 use crate::client::Client;
-use crate::play::{play_episode, resolve_epsilon, Matches, PolicySpec, Rival};
+use crate::games::matches::{play_episode, resolve_epsilon, Matches, PolicySpec, RivalSpec};
 use anyhow::{bail, Context};
 use shine_agent::actions::ActionSet;
 use shine_agent::model::QNet;
@@ -66,7 +66,7 @@ async fn one_match(client: &Client, models: &mut HashMap<String, Arc<QNet>>) -> 
         LeaguePlayer::Model { url, .. } => Some(model(client, models, url).await?),
         LeaguePlayer::Cpu { .. } => None,
     };
-    let result = tokio::task::spawn_blocking(move || play(&m, a, a_side, b)).await??;
+    let result = tokio::task::spawn_blocking(move || play_league_match(&m, a, a_side, b)).await??;
     client.league_result(&result).await?;
     tracing::debug!(match_id = result.match_id, outcome = ?result.outcome, "league match played");
     Ok(Some(started.elapsed()))
@@ -87,8 +87,8 @@ async fn model(client: &Client, models: &mut HashMap<String, Arc<QNet>>, url: &s
 }
 
 /// Play match `m`: `a` on its side against `b` or the CPU, as `eval` plays them: greedily
-/// against the CPU, each model with [`crate::play::MODEL_VS_MODEL_EPSILON`] against a model.
-fn play(m: &LeagueMatch, a: Arc<QNet>, side: Side, b: Option<Arc<QNet>>) -> anyhow::Result<LeagueResult> {
+/// against the CPU, each model with [`crate::games::matches::MODEL_VS_MODEL_EPSILON`] against a model.
+fn play_league_match(m: &LeagueMatch, a: Arc<QNet>, side: Side, b: Option<Arc<QNet>>) -> anyhow::Result<LeagueResult> {
     let actions = ActionSet::from_name(&a.meta().action_set).with_context(|| format!("the league's model plays the unknown action set {:?}", a.meta().action_set))?;
     if a.meta().side != side {
         bail!("league match {}: the model plays {}, the manager says {side}", m.match_id, a.meta().side);
@@ -99,7 +99,7 @@ fn play(m: &LeagueMatch, a: Arc<QNet>, side: Side, b: Option<Arc<QNet>>) -> anyh
                 bail!("league match {}: the opponent model plays {} with {}, not {} with {actions}", m.match_id, net.meta().side, net.meta().action_set, side.other());
             }
             let version = net.meta().model_version;
-            Some(Rival { spec: PolicySpec::Model(Box::new(QNet::clone(&net))), actions, version, label: format!("model v{version}") })
+            Some(RivalSpec { spec: PolicySpec::Model(Box::new(QNet::clone(&net))), actions, version, label: format!("model v{version}") })
         }
         None => None,
     };
@@ -150,10 +150,10 @@ mod tests {
     fn a_match_is_the_same_match_eval_plays_and_its_result_follows_the_tally() {
         let (a, b) = (net(Side::Fox, 1), net(Side::Marth, 2));
         let m = assignment(LeaguePlayer::Model { run: "marth".into(), version: 4, side: "marth".into(), url: "/u".into() });
-        let r = play(&m, a.clone(), Side::Fox, Some(b.clone())).unwrap();
+        let r = play_league_match(&m, a.clone(), Side::Fox, Some(b.clone())).unwrap();
         // The same match played the other way round: each side's figures mirrored.
         let back = assignment(LeaguePlayer::Model { run: "fox".into(), version: 3, side: "fox".into(), url: "/u".into() });
-        let r2 = play(&back, b, Side::Marth, Some(a.clone())).unwrap();
+        let r2 = play_league_match(&back, b, Side::Marth, Some(a.clone())).unwrap();
         assert_eq!((r.stocks_taken, r.stocks_lost, r.damage_dealt), (r2.stocks_lost, r2.stocks_taken, r2.damage_taken));
         let expected = match r.stocks_taken.cmp(&r.stocks_lost).then(r.damage_dealt.total_cmp(&r.damage_taken)) {
             std::cmp::Ordering::Greater => LeagueOutcome::Win,
@@ -166,16 +166,16 @@ mod tests {
         let tallies: std::collections::HashSet<_> = (0..6)
             .map(|i| {
                 let m = LeagueMatch { seed: 2_000_000 + i, ..m.clone() };
-                let r = play(&m, a.clone(), Side::Fox, Some(net(Side::Marth, 2))).unwrap();
+                let r = play_league_match(&m, a.clone(), Side::Fox, Some(net(Side::Marth, 2))).unwrap();
                 (r.stocks_taken, r.stocks_lost, r.damage_dealt.to_bits(), r.damage_taken.to_bits())
             })
             .collect();
         assert!(tallies.len() > 1, "{tallies:?}");
         // Against the level-9 CPU an untrained model loses stocks.
-        let cpu = play(&assignment(LeaguePlayer::Cpu { cpu: 9 }), a.clone(), Side::Fox, None).unwrap();
+        let cpu = play_league_match(&assignment(LeaguePlayer::Cpu { cpu: 9 }), a.clone(), Side::Fox, None).unwrap();
         assert!(cpu.stocks_lost > 0 && cpu.damage_taken > 0.0, "{cpu:?}");
         // A model of the wrong side is refused, nothing is played.
-        let e = play(&assignment(LeaguePlayer::Cpu { cpu: 9 }), net(Side::Marth, 3), Side::Fox, None).unwrap_err().to_string();
+        let e = play_league_match(&assignment(LeaguePlayer::Cpu { cpu: 9 }), net(Side::Marth, 3), Side::Fox, None).unwrap_err().to_string();
         assert!(e.contains("the model plays marth, the manager says fox"), "{e}");
     }
 }

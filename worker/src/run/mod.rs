@@ -23,7 +23,7 @@ pub mod control;
 pub mod league;
 pub mod settings;
 
-use crate::pipeline::actor::{self, ActorConfig, ActorIo, RivalIo};
+use crate::pipeline::actor::{self, ActorConfig, ActorIo};
 use crate::pipeline::batcher::RawBatch;
 use crate::pipeline::selfplay;
 use crate::games::backend::{Backend, DolphinSetup};
@@ -97,10 +97,12 @@ pub struct RunStats {
     pub opponent_spooled_transitions: u64,
 }
 
-fn run_stats(identity: &Identity, c: &ActorCounters, u: &UploadStats, opponent: Option<&Session>) -> RunStats {
-    let (og, ou, os) = opponent.map_or((0, 0, 0), |o| {
-        (o.counters.transitions.load(Relaxed), o.uploads.transitions_uploaded.load(Relaxed), o.uploads.spooled_transitions.load(Relaxed))
-    });
+/// What a run did, from each side's counters in the actor's outputs' order: the
+/// worker's own run, then in self-play the opponent's side (the `opponent_*` figures).
+fn run_stats(identity: &Identity, sides: &[(Arc<ActorCounters>, Arc<UploadStats>)]) -> RunStats {
+    let (c, u) = &sides[0];
+    let (og, ou, os) =
+        sides.get(1).map_or((0, 0, 0), |(c, u)| (c.transitions.load(Relaxed), u.transitions_uploaded.load(Relaxed), u.spooled_transitions.load(Relaxed)));
     RunStats {
         opponent_transitions_generated: og,
         opponent_transitions_uploaded: ou,
@@ -169,34 +171,32 @@ pub fn spool_dir_for(spool_dir: &std::path::Path, run: &str) -> anyhow::Result<s
     Ok(if run.is_empty() || run == "default" { spool_dir.to_path_buf() } else { spool_dir.join("runs").join(run) })
 }
 
-/// Where the gameplay of one run goes: its session, its spool, and the signal that
-/// wakes the spool's drainer. A worker has one (its run's), and a second in self-play
-/// (the opponent run's side of each match); each is delivered by the same two tasks.
+/// Where the gameplay of one side of the matches goes: its run's session, its spool, and
+/// the signal that wakes the spool's drainer. A worker has one (its run's), and a second
+/// in self-play (the opponent run's side of each match); each is one entry of the
+/// actor's outputs, delivered by the same two tasks.
 struct Destination {
     session: Session,
     spool: Arc<Mutex<Spool>>,
     wake: Arc<Notify>,
-    whose: Whose,
-}
-
-/// Whose side of the matches a destination takes.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Whose {
-    /// The bot's, for the worker's run.
-    Bot,
-    /// In self-play, the opponent's, for the opponent run.
-    Opponent,
+    /// The context its failures get, where it is not the worker's own run's.
+    about: Option<&'static str>,
 }
 
 /// A destination with its two tasks running.
-struct Output {
+struct Delivery {
     dest: Destination,
     spooler: JoinHandle<anyhow::Result<()>>,
     drainer: JoinHandle<anyhow::Result<()>>,
 }
 
 impl Destination {
-    async fn open(session: Session, dir: std::path::PathBuf, limits: crate::pipeline::spool::SpoolLimits, whose: Whose) -> anyhow::Result<Destination> {
+    async fn open(
+        session: Session,
+        dir: std::path::PathBuf,
+        limits: crate::pipeline::spool::SpoolLimits,
+        about: Option<&'static str>,
+    ) -> anyhow::Result<Destination> {
         let spool = tokio::task::spawn_blocking(move || Spool::open(&dir, limits)).await??;
         let uploads = &session.uploads;
         uploads.spooled_batches.store(spool.len() as u64, Relaxed);
@@ -204,13 +204,13 @@ impl Destination {
         if !spool.is_empty() {
             tracing::info!(batches = spool.len(), transitions = spool.transitions(), dir = %spool.dir().display(), "found gameplay spooled by an earlier run; sending it first");
         }
-        Ok(Destination { session, spool: Arc::new(Mutex::new(spool)), wake: Arc::new(Notify::new()), whose })
+        Ok(Destination { session, spool: Arc::new(Mutex::new(spool)), wake: Arc::new(Notify::new()), about })
     }
 
     /// The spooler (batches from `rx` onto disk) and the drainer (disk to the manager),
     /// tracked by `delivery`. A drainer ends only on the session's token or on an error
     /// that must stop the worker (a refused token): either way it cancels the session.
-    fn start(self, delivery: &TaskTracker, rx: tokio::sync::mpsc::Receiver<RawBatch>) -> Output {
+    fn start(self, delivery: &TaskTracker, rx: tokio::sync::mpsc::Receiver<RawBatch>) -> Delivery {
         let s = &self.session;
         let spooler = delivery.spawn(uploader::spool_batches(rx, s.clone(), self.spool.clone(), self.wake.clone()));
         let drain = uploader::drain(s.clone(), self.spool.clone(), self.wake.clone(), s.cancel.clone(), DrainMode::Forever);
@@ -220,25 +220,23 @@ impl Destination {
             cancel.cancel();
             r
         });
-        Output { dest: self, spooler, drainer }
+        Delivery { dest: self, spooler, drainer }
     }
 }
 
-impl Output {
+impl Delivery {
     /// After the actor has stopped (dropping its senders): the spooler's end, once
     /// everything is on disk, then the drainer's. The error that must stop the worker,
     /// if any.
     async fn finish(&mut self) -> anyhow::Result<Option<anyhow::Error>> {
-        let whose = match self.dest.whose {
-            Whose::Bot => "the",
-            Whose::Opponent => "the opponent's",
+        let about = self.dest.about;
+        let named = move |e: anyhow::Error| match about {
+            Some(about) => e.context(about),
+            None => e,
         };
-        (&mut self.spooler).await.with_context(|| format!("{whose} spool task panicked"))??;
-        let drained = (&mut self.drainer).await.with_context(|| format!("{whose} upload task panicked")).and_then(|r| r);
-        Ok(drained.err().map(|e| match self.dest.whose {
-            Whose::Bot => e,
-            Whose::Opponent => e.context("uploading the opponent's side to its run"),
-        }))
+        (&mut self.spooler).await.context("the spool task panicked").map_err(named)?.map_err(named)?;
+        let drained = (&mut self.drainer).await.context("the upload task panicked").and_then(|r| r);
+        Ok(drained.err().map(named))
     }
 
     /// Send what is spooled for as long as the manager takes it (the caller bounds it).
@@ -253,6 +251,54 @@ impl Output {
 pub fn opponent_spool_dir(spool_dir: &std::path::Path, run: &str) -> anyhow::Result<std::path::PathBuf> {
     spool_dir_for(spool_dir, run)?;
     Ok(spool_dir.join("opponents").join(run))
+}
+
+/// The destinations of the registered run's gameplay, in the actor's outputs' order:
+/// the run's own (its spool apart from any other run's: what was played for one run is
+/// never sent to another); in self-play, the opponent's side of each match for the
+/// opponent run, through a spool of its own (apart from that run's own workers' spool on
+/// this machine).
+async fn destinations(settings: &Settings, reg: &Registration, session: &Session) -> anyhow::Result<Vec<Destination>> {
+    let limits = settings.spool_limits;
+    let mut out = vec![Destination::open(session.clone(), spool_dir_for(&settings.spool_dir, &reg.run)?, limits, None).await?];
+    if let Some(sp) = &reg.selfplay {
+        tracing::info!(opponent_run = %sp.opponent_run, cpu_share = sp.cpu_share, latest_share = sp.latest_share, "self-play");
+        let s = Session {
+            client: session.client.clone().with_run(Some(&sp.opponent_run)),
+            counters: Arc::new(ActorCounters::default()),
+            uploads: Arc::new(UploadStats::default()),
+            ..session.clone()
+        };
+        let dir = opponent_spool_dir(&settings.spool_dir, &sp.opponent_run)?;
+        out.push(Destination::open(s, dir, limits, Some("uploading the opponent's side to its run")).await?);
+    }
+    Ok(out)
+}
+
+/// The first model (the manager publishes one before training starts), waiting for it
+/// as long as it takes; with its ETag. `None`: the session was cancelled first.
+async fn first_model(session: &Session, reg: &Registration, poll_every: Duration) -> anyhow::Result<Option<(actor::Model, Option<String>)>> {
+    let mut announced = false;
+    loop {
+        match retrying("downloading the model", &session.cancel, || session.client.latest_model(None)).await? {
+            None => return Ok(None),
+            Some(ModelFetch::Model { bytes, etag, version }) => {
+                let model = control::load_model(bytes, version).await?;
+                control::check_model(&model, reg)?;
+                return Ok(Some((model, etag)));
+            }
+            Some(_) => {
+                if !announced {
+                    tracing::info!("the manager has not published a model yet; waiting for it");
+                    announced = true;
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(poll_every) => {}
+                    _ = session.cancel.cancelled() => return Ok(None),
+                }
+            }
+        }
+    }
 }
 
 /// Play for the manager until `cancel` fires (or a fatal error). `make(cfg, i)`
@@ -280,7 +326,7 @@ where
     };
     tracing::info!(manager = %client.base(), run = settings.run.as_deref().unwrap_or("(assigned by the manager)"), envs = %settings.envs, seed = settings.seed, "registering");
     let Some(reg) = retrying("registering with the manager", &cancel, || client.register(&request)).await? else {
-        return Ok(run_stats(&Identity::new(0), &counters, &uploads, None));
+        return Ok(run_stats(&Identity::new(0), &[(counters, uploads)]));
     };
     let cfg = actor_config(&reg, &settings)?;
     tracing::info!(worker_id = reg.worker_id, run = %reg.run, epsilon = reg.epsilon, n_step = reg.n_step, task = %reg.task, side = %reg.side, "registered");
@@ -288,53 +334,14 @@ where
     let client = client.with_run(Some(&reg.run));
     counters.set_epsilon(reg.epsilon);
     let session = Session { client, identity: Arc::new(Identity::new(reg.worker_id)), counters, uploads, cancel };
-    // Each run's gameplay is spooled apart: what was played for one run is never sent to another.
-    let limits = settings.spool_limits;
-    let own = Destination::open(session.clone(), spool_dir_for(&settings.spool_dir, &reg.run)?, limits, Whose::Bot).await?;
-    // Self-play: the opponent's side of each match goes to the opponent run, through a
-    // spool of its own (apart from that run's own workers' spool on this machine).
-    let opponent = match &reg.selfplay {
-        None => None,
-        Some(sp) => {
-            tracing::info!(opponent_run = %sp.opponent_run, cpu_share = sp.cpu_share, latest_share = sp.latest_share, "self-play");
-            let s = Session {
-                client: session.client.clone().with_run(Some(&sp.opponent_run)),
-                counters: Arc::new(ActorCounters::default()),
-                uploads: Arc::new(UploadStats::default()),
-                ..session.clone()
-            };
-            Some(Destination::open(s, opponent_spool_dir(&settings.spool_dir, &sp.opponent_run)?, limits, Whose::Opponent).await?)
-        }
-    };
-    let opponent_session = opponent.as_ref().map(|o| o.session.clone());
-    let stats = || run_stats(&session.identity, &session.counters, &session.uploads, opponent_session.as_ref());
+    let destinations = destinations(&settings, &reg, &session).await?;
+    let sides: Vec<_> = destinations.iter().map(|d| (d.session.counters.clone(), d.session.uploads.clone())).collect();
+    let stats = || run_stats(&session.identity, &sides);
 
-    // The first model: the manager publishes one before training starts.
     let poll_every = Duration::from_secs_f64(reg.model_poll_secs.max(0.1));
-    let mut announced = false;
-    let (model, etag) = loop {
-        match retrying("downloading the model", &session.cancel, || session.client.latest_model(None)).await? {
-            None => return Ok(stats()),
-            Some(ModelFetch::Model { bytes, etag, version }) => {
-                let model = control::load_model(bytes, version).await?;
-                control::check_model(&model, &reg)?;
-                break (model, etag);
-            }
-            Some(_) => {
-                if !announced {
-                    tracing::info!("the manager has not published a model yet; waiting for it");
-                    announced = true;
-                }
-                tokio::select! {
-                    _ = tokio::time::sleep(poll_every) => {}
-                    _ = session.cancel.cancelled() => return Ok(stats()),
-                }
-            }
-        }
-    };
+    let Some((model, etag)) = first_model(&session, &reg, poll_every).await? else { return Ok(stats()) };
     tracing::info!(model_version = model.version, "playing");
 
-    let (batch_tx, batch_rx) = tokio::sync::mpsc::channel(HANDOVER_BATCHES);
     let (episode_tx, episode_rx) = tokio::sync::mpsc::channel(10_000);
     let (model_tx, model_rx) = tokio::sync::mpsc::channel(2);
     let (spare_tx, spare_rx) = tokio::sync::mpsc::channel(2);
@@ -347,20 +354,21 @@ where
     // their handles after the actor; the reporter posts the actor's last episodes, for
     // at most REPORT_SECS after the flush; `delivery` is joined last.
     let delivery = TaskTracker::new();
-    // The outputs: the bot's run first, then in self-play the opponent run.
-    let mut outputs = vec![own.start(&delivery, batch_rx)];
-    let rival_io = match opponent {
-        None => None,
-        Some(o) => {
-            let (tx, rx) = tokio::sync::mpsc::channel(HANDOVER_BATCHES);
-            let (pool_tx, pool) = tokio::sync::watch::channel(Arc::new(selfplay::Pool::default()));
-            let wanted = selfplay::Wanted { side: cfg.side.other(), actions: cfg.actions };
-            delivery.spawn(selfplay::poll_pool(o.session.client.clone(), wanted, poll_every, pool_tx, session.cancel.clone()));
-            let io = RivalIo { pool, batches: tx, counters: o.session.counters.clone() };
-            outputs.push(o.start(&delivery, rx));
-            Some(io)
-        }
-    };
+    // Each destination takes the batches of its output of the actor, in the same order.
+    let (mut outputs, mut deliveries) = (vec![], vec![]);
+    for dest in destinations {
+        let (tx, rx) = tokio::sync::mpsc::channel(HANDOVER_BATCHES);
+        outputs.push(actor::Output { batches: tx, counters: dest.session.counters.clone() });
+        deliveries.push(dest.start(&delivery, rx));
+    }
+    // Self-play: the opponent run's models, kept by a task of their own.
+    let pool = reg.selfplay.as_ref().map(|sp| {
+        let (pool_tx, pool) = tokio::sync::watch::channel(Arc::new(selfplay::Pool::default()));
+        let wanted = selfplay::Wanted { side: cfg.side.other(), actions: cfg.actions };
+        let client = session.client.clone().with_run(Some(&sp.opponent_run));
+        delivery.spawn(selfplay::poll_pool(client, wanted, poll_every, pool_tx, session.cancel.clone()));
+        pool
+    });
     let reports_stop = CancellationToken::new();
     let every = Duration::from_secs_f64(reg.heartbeat_secs.max(0.1));
     delivery.spawn(control::report_episodes(session.clone(), episode_rx, every, reports_stop.clone()));
@@ -376,7 +384,7 @@ where
     let actor = {
         let (counters, cancel) = (session.counters.clone(), session.cancel.clone());
         let game = cfg.clone();
-        let io = ActorIo { batches: batch_tx, episodes: episode_tx, models: model_rx, live: Some(tap), spares: Some(spare_tx), rival: rival_io };
+        let io = ActorIo { outputs, episodes: episode_tx, models: model_rx, live: Some(tap), spares: Some(spare_tx), pool };
         let handle =
             std::thread::Builder::new().name("actor".into()).spawn(move || actor::run_actor(cfg, move |i| make(&game, i), model, io, counters, cancel))?;
         tokio::task::spawn_blocking(move || handle.join().unwrap_or_else(|_| Err(anyhow::anyhow!("the actor thread panicked"))))
@@ -385,12 +393,51 @@ where
     // Run until shutdown, or until an output must stop us (its drainer cancels the
     // session on a refused token).
     session.cancel.cancelled().await;
+    let fatal = stop(actor, &mut deliveries, &control, &delivery, &reports_stop).await?;
+
+    let stats = stats();
+    stopped(&stats, settings.stats_file.as_deref())?;
+    match fatal {
+        Some(e) => Err(e),
+        None => Ok(stats),
+    }
+}
+
+/// Say what the run did, and write it to `--stats-file` when asked.
+fn stopped(stats: &RunStats, stats_file: Option<&std::path::Path>) -> anyhow::Result<()> {
+    tracing::info!(
+        frames = stats.frames,
+        episodes = stats.episodes,
+        generated = stats.transitions_generated,
+        uploaded = stats.transitions_uploaded,
+        rejected = stats.transitions_rejected,
+        dropped = stats.transitions_dropped_spool_full,
+        still_spooled = stats.spooled_transitions,
+        "worker stopped"
+    );
+    if let Some(path) = stats_file {
+        durable::write_atomic(path, &serde_json::to_vec_pretty(stats)?).with_context(|| format!("writing --stats-file {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// The shutdown, once the session's token fired: the actor's end (it hands over its
+/// last transitions), then each destination's tasks (everything on disk), the control
+/// tasks, the flush (unless a destination must stop the worker) and the last episode
+/// reports. The error that stops the worker, if any.
+async fn stop(
+    actor: JoinHandle<anyhow::Result<()>>,
+    deliveries: &mut [Delivery],
+    control: &TaskTracker,
+    delivery: &TaskTracker,
+    reports_stop: &CancellationToken,
+) -> anyhow::Result<Option<anyhow::Error>> {
     let mut fatal = None;
     if let Err(e) = actor.await.context("the actor task panicked")? {
         fatal = Some(e);
     }
-    for out in &mut outputs {
-        if let Some(e) = out.finish().await? {
+    for d in deliveries.iter_mut() {
+        if let Some(e) = d.finish().await? {
             // A refused token is the reason to stop; the actor's error is its consequence.
             fatal = Some(e);
         }
@@ -399,8 +446,8 @@ where
     if fatal.is_none() {
         // One deadline for all: a shutdown must not take twice as long in self-play.
         let flush = async {
-            for out in &outputs {
-                out.flush().await;
+            for d in deliveries.iter() {
+                d.flush().await;
             }
         };
         if tokio::time::timeout(Duration::from_secs(FLUSH_SECS), flush).await.is_err() {
@@ -412,25 +459,7 @@ where
         reports_stop.cancel();
         delivery.wait().await;
     }
-
-    let stats = stats();
-    tracing::info!(
-        frames = stats.frames,
-        episodes = stats.episodes,
-        generated = stats.transitions_generated,
-        uploaded = stats.transitions_uploaded,
-        rejected = stats.transitions_rejected,
-        dropped = stats.transitions_dropped_spool_full,
-        still_spooled = stats.spooled_transitions,
-        "worker stopped"
-    );
-    if let Some(path) = &settings.stats_file {
-        durable::write_atomic(path, &serde_json::to_vec_pretty(&stats)?).with_context(|| format!("writing --stats-file {}", path.display()))?;
-    }
-    match fatal {
-        Some(e) => Err(e),
-        None => Ok(stats),
-    }
+    Ok(fatal)
 }
 
 fn actor_config(reg: &Registration, settings: &Settings) -> anyhow::Result<ActorConfig> {

@@ -11,7 +11,7 @@
 use shine_agent::model::QNet;
 use shine_agent::protocol::EpisodeReport;
 use shine_bridge::Emulator;
-use shine_worker::pipeline::actor::{run_actor, ActorConfig, ActorIo, Model, RivalIo};
+use shine_worker::pipeline::actor::{run_actor, ActorConfig, ActorIo, Model, Output as ActorOutput};
 use shine_worker::games::duel::Seats;
 use shine_worker::pipeline::selfplay::Pool;
 use shine_worker::pipeline::batcher::RawBatch;
@@ -74,11 +74,18 @@ impl Harness {
         let (tx, rx) = tokio::sync::mpsc::channel(batches);
         // The sender may drop at once: the actor keeps its receiver's last value.
         let (_, pool) = tokio::sync::watch::channel(std::sync::Arc::new(pool));
-        let rival = RivalIo { pool, batches: tx, counters: Arc::new(ActorCounters::default()) };
+        let rival = (pool, ActorOutput { batches: tx, counters: Arc::new(ActorCounters::default()) });
         (Self::start_with(cfg, make, model, epsilon, Output::Kept { batches }, Some(rival)), rx)
     }
 
-    fn start_with<E, F>(cfg: ActorConfig, make: F, model: Model, epsilon: f64, output: Output, rival: Option<RivalIo>) -> Harness
+    fn start_with<E, F>(
+        cfg: ActorConfig,
+        make: F,
+        model: Model,
+        epsilon: f64,
+        output: Output,
+        rival: Option<(tokio::sync::watch::Receiver<Arc<Pool>>, ActorOutput)>,
+    ) -> Harness
     where
         E: Emulator + Seats,
         F: Fn(usize) -> anyhow::Result<E> + Send + Sync + 'static,
@@ -97,7 +104,9 @@ impl Harness {
         let cancel = CancellationToken::new();
         let actor = {
             let (counters, cancel) = (counters.clone(), cancel.clone());
-            let io = ActorIo { batches: batch_tx, episodes: episode_tx, models: model_rx, live: None, spares: Some(spare_tx), rival };
+            let (pool, rival) = rival.unzip();
+            let outputs = std::iter::once(ActorOutput { batches: batch_tx, counters: counters.clone() }).chain(rival).collect();
+            let io = ActorIo { outputs, episodes: episode_tx, models: model_rx, live: None, spares: Some(spare_tx), pool };
             std::thread::spawn(move || run_actor(cfg, make, model, io, counters, cancel))
         };
         let (batches, episodes, sinks) = match output {
