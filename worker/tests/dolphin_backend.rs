@@ -261,6 +261,22 @@ fn play_against_a_person_plays_whole_matches_with_the_bot_on_either_port() {
 }
 
 #[test]
+fn a_match_whose_clock_runs_out_counts_even_on_stocks() {
+    // Melee's time limit (the peer's `time_limit`): two seconds of play, four stocks
+    // each, so neither side can fall before the clock ends the match ("TIME!"): it
+    // leaves the screen with both fighters standing and counts, even on stocks.
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("melee.scenario");
+    std::fs::write(&scenario, "seed = 22\nhuman_level = 9\nstocks = 4\ntime_limit = 2\n").unwrap();
+    let (ok, out, err) = play_against_the_stand_in(&scenario, "1", "2");
+    assert!(ok, "{out}\n{err}");
+    let matches: Vec<&str> = out.lines().filter(|l| l.starts_with("match")).collect();
+    assert_eq!(matches.len(), 2, "{out}");
+    assert!(matches.iter().all(|l| l.contains("even on stocks: stocks left bot 4, you 4")), "{out}");
+    assert!(out.contains("the bot won 0 of 2 matches against you (you won 0, 2 even on stocks)"), "{out}");
+}
+
+#[test]
 fn a_person_who_takes_their_time_mistoggles_and_changes_character_sets_the_pace() {
     // Issue 40, through the peer's stand-in for a person: at every visit of character
     // select it rests 4,500 frames (75 s of game time, past the walk's old 20 s budget
@@ -439,14 +455,12 @@ fn the_guides_play_command_plays_a_fight_model_against_the_stand_in_and_says_eac
     std::fs::rename(&model, dir.path().join("fight.safetensors")).unwrap();
     let scenario = dir.path().join("melee.iso");
     std::fs::write(&scenario, "seed = 46\nhuman_character = Marth\nhuman_level = 9\nstocks = 1\n").unwrap();
-    let out = std::process::Command::new(WORKER)
-        .current_dir(dir.path())
-        .args(["play", "--backend", "dolphin", "--iso", scenario.to_str().unwrap(), "--model", "fight.safetensors", "--human-port", "1"])
-        .args(["--dolphin", peer().to_str().unwrap(), "--episodes", "2"])
-        .output()
-        .unwrap();
-    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let peer = peer();
+    let args = ["play", "--backend", "dolphin", "--iso", scenario.to_str().unwrap(), "--model", "fight.safetensors", "--human-port", "1"];
+    let (ok, stdout, stderr) = run_worker_with(&args, |c| {
+        c.current_dir(dir.path()).args(["--dolphin", peer.to_str().unwrap(), "--episodes", "2"]);
+    });
+    assert!(ok, "{stdout}\n{stderr}");
     let at = |needle: &str, after: usize| after + stderr[after..].find(needle).unwrap_or_else(|| panic!("{needle:?} after {after} in:\n{stderr}"));
     let mut i = at("Dolphin is up (pid ", 0);
     i = at("pick your character with the controller on port 1 (the bot is Fox on port 2), then press START and pick a stage", i);

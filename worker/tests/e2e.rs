@@ -232,17 +232,16 @@ fn play_and_eval_take_their_model_from_a_managers_address() {
     // against a person (`shine-dolphin-peer` stands in for Dolphin, its stand-in for the
     // person), the token from SHINE_TOKEN.
     let scenario = dir.path().join("melee.scenario");
-    std::fs::write(&scenario, "seed = 46\nhuman_level = 9\nstocks = 1\n").unwrap();
+    // Melee's clock ends the match: a model of random weights may stay out of the
+    // level-9 CPU's reach for ever (1 run in 8 did, before the clock).
+    std::fs::write(&scenario, "seed = 46\nhuman_level = 9\nstocks = 1\ntime_limit = 60\n").unwrap();
     let latest = format!("http://127.0.0.1:{port}/api/v1/runs/default/models/latest");
     let peer = peer();
-    let out = std::process::Command::new(WORKER)
-        .args(["play", "--backend", "dolphin", "--iso", scenario.to_str().unwrap(), "--model", &latest, "--human-port", "1", "--episodes", "1"])
-        .args(["--dolphin", peer.to_str().unwrap()])
-        .env("SHINE_TOKEN", TOKEN)
-        .output()
-        .unwrap();
-    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let args = ["play", "--backend", "dolphin", "--iso", scenario.to_str().unwrap(), "--model", &latest, "--human-port", "1", "--episodes", "1"];
+    let (ok, stdout, stderr) = run_worker_with(&args, |c| {
+        c.args(["--dolphin", peer.to_str().unwrap()]).env("SHINE_TOKEN", TOKEN);
+    });
+    assert!(ok, "{stdout}\n{stderr}");
     assert!(
         stderr.contains("(the bot is Fox on port 2)") && stdout.contains("match   1: you as Luigi: ") && stdout.contains(" of 1 matches against you"),
         "{stdout}\n{stderr}"

@@ -421,8 +421,11 @@ mod tests {
             let mut observed: Vec<(f64, f64)> = heavy.iter().map(|&(i, p)| (c[i], p as f64)).collect();
             observed.push((c.iter().sum::<f64>() - heavy.iter().map(|&(i, _)| c[i]).sum::<f64>(), total - heavy_mass));
             let chi2: f64 = observed.iter().map(|&(o, p)| (o - draws as f64 * p / total).powi(2) / (draws as f64 * p / total)).sum();
-            // 7 degrees of freedom: P(chi2 > 24.32) = 0.001.
-            assert!(chi2 < 24.32, "{}: chi-square {chi2:.2}, (observed, priority): {observed:?}", way(&pri));
+            // 7 degrees of freedom: P(chi2 > 40.52) = 1e-6. (The draws come from
+            // libtorch's one generator, which the tests running beside this one in the
+            // process draw from too, so they differ from run to run: at P = 0.001 a
+            // correct sampler would fail one run in a thousand.)
+            assert!(chi2 < 40.52, "{}: chi-square {chi2:.2}, (observed, priority): {observed:?}", way(&pri));
         }
     }
 
@@ -454,12 +457,13 @@ mod tests {
             let d = pri.draw_beta(256, 0.4);
             let w = Vec::<f32>::try_from(&d.weights).unwrap();
             assert!(w.iter().all(|&w| (w - 1.0).abs() < 1e-6), "{}: equal priorities give weight 1: {w:?}", way(&pri));
-            // Counts over 30 equal bins of 100 rows: chi-square, 29 degrees of freedom.
+            // Counts over 30 equal bins of 100 rows: chi-square, 29 degrees of freedom,
+            // P(chi2 > 80.44) = 1e-6 (as above: the draws differ from run to run).
             let c = counts(&pri, 150_000, 250, n);
             let bins: Vec<f64> = c.chunks(100).map(|b| b.iter().sum()).collect();
             let e = 150_000.0 / 30.0;
             let chi2: f64 = bins.iter().map(|b| (b - e).powi(2) / e).sum();
-            assert!(chi2 < 58.3, "{}: chi-square {chi2:.1} (P = 0.001 at 29 d.o.f.)", way(&pri));
+            assert!(chi2 < 80.44, "{}: chi-square {chi2:.1} (P = 1e-6 at 29 d.o.f.)", way(&pri));
         }
     }
 

@@ -900,11 +900,17 @@ mod tests {
             Replay::Host(_) => unreachable!(),
         };
         let place = fill_at(&r);
+        // The draw's random numbers from a seeded generator of the test's own (libtorch's
+        // one generator is shared with the tests beside it), so the counts below are
+        // the same every run.
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(51);
+        let mut rand = || Tensor::from_slice(&(0..4000).map(|_| rng.random_range(0..DRAW_RANGE)).collect::<Vec<i64>>());
         // An empty ring draws its row 0 and nothing past it (a run in burn-in, held back).
-        r.draw_into(&out, &Tensor::randint_low(0, DRAW_RANGE, [4000], (Kind::Int64, Device::Cpu)), &moved);
+        r.draw_into(&out, &rand(), &moved);
         for blocks in 1..=10usize {
             r.push(&rows((blocks - 1) * 500..blocks * 500)).unwrap();
-            let rand = Tensor::randint_low(0, DRAW_RANGE, [4000], (Kind::Int64, Device::Cpu));
+            let rand = rand();
             assert!(r.draw_into(&out, &rand, &moved).is_none(), "uniform: no weights");
             let flat = Vec::<f32>::try_from(&out.view([-1])).unwrap();
             let ids: Vec<usize> = flat.chunks_exact(R).map(|row| row_id(row).expect("a whole inserted row")).collect();

@@ -22,6 +22,7 @@
 //! |---|---|
 //! | `seed` | seed of the first match; match k uses seed + k (0) |
 //! | `stocks` | stocks per fighter (4) |
+//! | `time_limit` | Melee's time limit, seconds of play: then "TIME!" and the results, whatever the stocks (none) |
 //! | `boot_to` | `css`: boot straight to character select, as the boot-to-CSS Gecko code does; `title`: to the title screen (css) |
 //! | `cpu_level_start` | the level a port's slider shows when it becomes a CPU (1) |
 //! | `missed_pauses` | the first this many pauses in a match are missed (0) |
@@ -80,6 +81,7 @@ fn parse_scenario(text: &str) -> Result<Scenario, String> {
             cpu_level_start: 1,
             seed: 0,
             stocks: MatchSetup::default().stocks,
+            time_limit: None,
             slots: [None; 4],
             human_icons: vec![icon_by_name("Luigi").expect("Luigi is on the grid")],
             human_wait: 0,
@@ -103,6 +105,7 @@ fn parse_scenario(text: &str) -> Result<Scenario, String> {
         match k {
             "seed" => s.menus.seed = v.parse().map_err(|_| bad())?,
             "stocks" => s.menus.stocks = v.parse().map_err(|_| bad())?,
+            "time_limit" => s.menus.time_limit = Some(v.parse().ok().filter(|&t| t > 0).ok_or_else(bad)?),
             "boot_to" => {
                 s.menus.boot_to_title = match v {
                     "title" => true,

@@ -63,6 +63,10 @@ pub struct MenuScenario {
     /// Seed of the first match; match k uses seed + k.
     pub seed: u64,
     pub stocks: u8,
+    /// Melee's time limit of a stock match, in seconds of play: when it runs out the
+    /// match ends ("TIME!") and goes to the results whatever the stocks (`None`: no
+    /// limit).
+    pub time_limit: Option<u32>,
     /// What each port's slot starts as (`None`: human when plugged, else off).
     pub slots: [Option<u8>; 4],
     /// The person's stand-in: the icons it puts its coin on (match k: the k-th, modulo
@@ -162,6 +166,8 @@ pub struct Menus {
     scen: MenuScenario,
     missed_left: u32,
     matches: u64,
+    /// Frames played in the current match (its time limit counts them).
+    match_frames: u64,
     /// The characters of the match on (bot's port, CPU's port), for the fighter ids.
     cast: Option<[(usize, u8); 2]>,
     /// Whether the match's opponent is an opponent bot's pipe (else the simulator's CPU).
@@ -211,6 +217,7 @@ impl Menus {
             scen,
             missed_left,
             matches: 0,
+            match_frames: 0,
             cast: None,
             piped_rival: false,
             css_frames: 0,
@@ -278,7 +285,9 @@ impl Menus {
                         let ours = pads[agent].unwrap_or(Pad::NEUTRAL);
                         let _ = if self.piped_rival { sim.step_both(&ours, &pads[rival].unwrap_or(Pad::NEUTRAL)) } else { sim.step(&ours) };
                         let over = cast.iter().any(|(p, _)| sim.ram().player(*p).and_then(|pl| pl.stocks()).is_ok_and(|s| s == 0));
-                        Screen::InGame { sim, paused: false, ended: over.then_some(0) }
+                        self.match_frames += 1;
+                        let time_up = self.scen.time_limit.is_some_and(|secs| self.match_frames >= u64::from(secs) * 60);
+                        Screen::InGame { sim, paused: false, ended: (over || time_up).then_some(0) }
                     }
                 }
             }
@@ -534,6 +543,7 @@ impl Menus {
             sim = sim.with_agent_cpu(self.ports[agent].level.max(1), seed);
         }
         self.matches += 1;
+        self.match_frames = 0;
         eprintln!("peer: match {} starts: {setup:?}, {} vs {}", self.matches, lay::GRID[usize::from(chosen(agent))].0, lay::GRID[usize::from(chosen(rival))].0);
         Screen::InGame { sim: Box::new(sim), paused: false, ended: None }
     }
