@@ -150,26 +150,15 @@ pub fn run_worker(args: &[&str]) -> (bool, String, String) {
 
 /// [`run_worker`], the command first set up by `configure` (its folder, its
 /// environment). Like every wait here, bounded: a worker still running after [`HANG`]
-/// is killed and the test fails with what it wrote.
+/// is killed and the test fails with its stderr.
 pub fn run_worker_with(args: &[&str], configure: impl FnOnce(&mut Command)) -> (bool, String, String) {
     let dir = tempfile::tempdir().unwrap();
     let (out, err) = (dir.path().join("stdout"), dir.path().join("stderr"));
     let mut cmd = Command::new(WORKER);
     cmd.args(args).env_remove("RUST_BACKTRACE");
     configure(&mut cmd);
-    let mut child = cmd.stdout(std::fs::File::create(&out).unwrap()).stderr(std::fs::File::create(&err).unwrap()).spawn().unwrap();
+    let child = cmd.stdout(std::fs::File::create(&out).unwrap()).stderr(std::fs::File::create(&err).unwrap()).spawn().unwrap();
+    let status = Proc { child, log: err.clone() }.wait(HANG);
     let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
-    let deadline = std::time::Instant::now() + HANG;
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("shine-worker {} did not end within {HANG:?}:\n{}\n{}", args.join(" "), read(&out), read(&err));
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
     (status.success(), read(&out), read(&err))
 }
