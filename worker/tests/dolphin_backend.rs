@@ -37,8 +37,7 @@ fn play_against_the_stand_in(scenario: &std::path::Path, human_port: &str, match
 /// `play --backend dolphin` with the peer as Dolphin and `scenario` as the image, then
 /// `rest`.
 fn person_args<'a>(scenario: &'a std::path::Path, rest: &[&'a str]) -> Vec<&'a str> {
-    let peer: &'static str = Box::leak(peer().to_str().unwrap().to_string().into_boxed_str());
-    let mut args = vec!["play", "--backend", "dolphin", "--dolphin", peer, "--iso", scenario.to_str().unwrap()];
+    let mut args = vec!["play", "--backend", "dolphin", "--dolphin", peer().to_str().unwrap(), "--iso", scenario.to_str().unwrap()];
     args.extend(rest);
     args
 }
@@ -73,8 +72,7 @@ fn episodes(out: &str) -> Vec<String> {
 #[test]
 fn play_through_the_dolphin_backend_equals_the_simulator() {
     let dir = tempfile::tempdir().unwrap();
-    let scenario = dir.path().join("melee.scenario");
-    std::fs::write(&scenario, "seed = 11\n").unwrap();
+    let scenario = scenario_file(dir.path(), "seed = 11\n");
     let common = ["play", "--policy", "dodge", "--cpu-level", "5", "--episodes", "4", "--seed", "11"];
     let (sim_out, dolphin_out, err) = on_sim_and_through_the_peer(&common, &scenario);
     assert_eq!(episodes(&sim_out).len(), 4, "{sim_out}");
@@ -90,8 +88,7 @@ fn a_marth_model_plays_the_opponents_port_through_its_own_pipe_as_on_the_simulat
     let dir = tempfile::tempdir().unwrap();
     let fox = side_model_file(dir.path(), ActionSet::Fight, Side::Fox, 9);
     let marth = side_model_file(dir.path(), ActionSet::Fight, Side::Marth, 6);
-    let scenario = dir.path().join("melee.scenario");
-    std::fs::write(&scenario, "seed = 11\nstocks = 2\n").unwrap();
+    let scenario = scenario_file(dir.path(), "seed = 11\nstocks = 2\n");
     let opponent = format!("model:{marth}");
     let common = ["play", "--model", &fox, "--opponent", &opponent, "--episodes", "3", "--seed", "11"];
     let (sim_out, dolphin_out, err) = on_sim_and_through_the_peer(&common, &scenario);
@@ -212,8 +209,7 @@ fn run_with_dolphin_feeds_the_manager_and_restarts_crashed_emulators() {
     let dir = tempfile::tempdir().unwrap();
     // Each "Dolphin" aborts after 2,500 frames, so every environment's emulator dies
     // several times during the test and must be started again.
-    let scenario = dir.path().join("melee.scenario");
-    std::fs::write(&scenario, "seed = 3\ncrash_after = 2500\n").unwrap();
+    let scenario = scenario_file(dir.path(), "seed = 3\ncrash_after = 2500\n");
     let m = manager(dir.path(), "worker-e2e.toml");
     let port = m.port;
     let manager = m.start();
@@ -239,13 +235,12 @@ fn play_against_a_person_plays_whole_matches_with_the_bot_on_either_port() {
     // The peer's stand-in for the person picks Marth and plays (in the match) like the
     // simulator's CPU at level 9; one stock each, so a match ends when either falls.
     let dir = tempfile::tempdir().unwrap();
-    let scenario = dir.path().join("melee.scenario");
-    std::fs::write(&scenario, "seed = 21\nhuman_character = Marth\nhuman_level = 9\nstocks = 1\n").unwrap();
+    let scenario = scenario_file(dir.path(), "seed = 21\nhuman_character = Marth\nhuman_level = 9\nstocks = 1\n");
     for (human, bot) in [("1", 2), ("2", 1)] {
         let (ok, out, err) = play_against_the_stand_in(&scenario, human, "2");
         assert!(ok, "person on port {human}:\n{out}\n{err}");
         assert!(err.contains(&format!("controller on port {human} (the bot is Fox on port {bot})")), "{err}");
-        let matches: Vec<&str> = out.lines().filter(|l| l.starts_with("match")).collect();
+        let matches = match_lines(&out);
         assert_eq!(matches.len(), 2, "two whole matches, one after the other:\n{out}");
         // An idle bot loses its one stock to a level-9 CPU: the person's side won.
         assert!(matches.iter().all(|l| l.contains("you won: stocks left bot 0, you 1")), "{out}");
@@ -266,11 +261,10 @@ fn a_match_whose_clock_runs_out_counts_even_on_stocks() {
     // each, so neither side can fall before the clock ends the match ("TIME!"): it
     // leaves the screen with both fighters standing and counts, even on stocks.
     let dir = tempfile::tempdir().unwrap();
-    let scenario = dir.path().join("melee.scenario");
-    std::fs::write(&scenario, "seed = 22\nhuman_level = 9\nstocks = 4\ntime_limit = 2\n").unwrap();
+    let scenario = scenario_file(dir.path(), "seed = 22\nhuman_level = 9\nstocks = 4\ntime_limit = 2\n");
     let (ok, out, err) = play_against_the_stand_in(&scenario, "1", "2");
     assert!(ok, "{out}\n{err}");
-    let matches: Vec<&str> = out.lines().filter(|l| l.starts_with("match")).collect();
+    let matches = match_lines(&out);
     assert_eq!(matches.len(), 2, "{out}");
     assert!(matches.iter().all(|l| l.contains("even on stocks: stocks left bot 4, you 4")), "{out}");
     assert!(out.contains("the bot won 0 of 2 matches against you (you won 0, 2 even on stocks)"), "{out}");
@@ -285,11 +279,10 @@ fn a_person_who_takes_their_time_mistoggles_and_changes_character_sets_the_pace(
     // then Marth, then Luigi (a character per match started); it presses START and
     // picks the stage itself.
     let dir = tempfile::tempdir().unwrap();
-    let scenario = dir.path().join("melee.scenario");
-    std::fs::write(&scenario, "seed = 41\nhuman_character = Luigi, Marth\nhuman_wait = 4500\nhuman_mistake = toggle\nhuman_level = 9\nstocks = 1\n").unwrap();
+    let scenario = scenario_file(dir.path(), "seed = 41\nhuman_character = Luigi, Marth\nhuman_wait = 4500\nhuman_mistake = toggle\nhuman_level = 9\nstocks = 1\n");
     let (ok, out, err) = play_against_the_stand_in(&scenario, "1", "2");
     assert!(ok, "{out}\n{err}");
-    let matches: Vec<&str> = out.lines().filter(|l| l.starts_with("match")).collect();
+    let matches = match_lines(&out);
     // The match their port played as Melee's CPU (Luigi, the first) was quit and not
     // counted; then the person's Marth, then their Luigi: they changed character
     // between matches, which a START pressed by the bot as the banner showed prevented.
@@ -314,9 +307,8 @@ fn against_a_person_the_state_is_the_bots_point_of_view_whichever_port_it_has() 
     use shine_bridge::{Emulator, MatchSetup, Pad, Stick};
     let peer = peer();
     let dir = tempfile::tempdir().unwrap();
-    let scenario = dir.path().join("melee.scenario");
-    std::fs::write(&scenario, "seed = 31\nhuman_character = Marth\nhuman_level = 6\n").unwrap();
-    let dolphin = shine_worker::games::backend::DolphinSetup::check(Some(&scenario), Some(&peer)).unwrap();
+    let scenario = scenario_file(dir.path(), "seed = 31\nhuman_character = Marth\nhuman_level = 6\n");
+    let dolphin = shine_worker::games::backend::DolphinSetup::check(Some(&scenario), Some(peer)).unwrap();
     for (bot, person) in [(0usize, 1usize), (1, 0)] {
         let setup = MatchSetup { agent_port: bot, opponent_port: person, cpu_level: 6, ..MatchSetup::default() };
         let mut emu = dolphin.launch_against_person(setup, shine_bridge::dolphin::HumanPad::Adapter, shine_bridge::melee::characters::FOX).unwrap();

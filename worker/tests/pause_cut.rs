@@ -30,10 +30,10 @@ fn a_pause_in_a_dolphin_episode_cuts_it() {
         ..actor_config(1, 3)
     };
     let make = {
-        let (peer, scenario, user) = (peer.clone(), scenario.clone(), dir.path().join("u"));
+        let (peer, scenario, user) = (peer, scenario.clone(), dir.path().join("u"));
         move |_: usize| {
             let mut c = DolphinConfig::melee(&scenario, setup);
-            c.executable = Some(peer.clone());
+            c.executable = Some(peer.to_path_buf());
             c.user_dir = Some(user.clone());
             c.boot_timeout = HANG;
             Ok(Dolphin::launch(c)?)

@@ -131,11 +131,6 @@ pub fn person_message(task: Task, port: usize, bot_port: usize) -> Option<String
     })
 }
 
-/// Whether `e` is, or was caused by, an interrupted Dolphin (Ctrl-C).
-pub fn interrupted(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| matches!(c.downcast_ref::<DolphinError>(), Some(DolphinError::Interrupted)))
-}
-
 /// One match to its end: the menus walked (the person picks their character and starts
 /// the match; what the bot waits for is said on stderr), then the policy plays its
 /// macro-actions frame by frame from its [`Seat`] until the match leaves the screen.
@@ -202,6 +197,22 @@ pub enum End {
     Failed(anyhow::Error),
 }
 
+impl End {
+    /// How a session that stopped on `e` ended: Ctrl-C first (the terminal sends it to
+    /// Dolphin too, which may be seen to exit before the interrupt is), then Dolphin
+    /// closed by the person (`closed` asks it: Esc, the window closed, or Dolphin's own
+    /// handling of the Ctrl-C), else a failure.
+    pub fn of(e: anyhow::Error, dolphin: &DolphinSetup, closed: impl FnOnce() -> bool) -> End {
+        if dolphin.interrupted() {
+            End::Interrupted
+        } else if closed() {
+            End::Closed
+        } else {
+            End::Failed(e)
+        }
+    }
+}
+
 impl Session {
     /// The summary line: the matches played and who won them.
     pub fn summary(&self) -> String {
@@ -229,21 +240,9 @@ pub fn play_against_person(
     seed: u64,
 ) -> Session {
     let mut results = vec![];
-    // Ctrl-C first: the terminal sends it to Dolphin too, which may be seen to exit
-    // before the interrupt is.
-    let ended = |e: anyhow::Error, emu: Option<&mut Dolphin>| {
-        if interrupted(&e) || dolphin.interrupted() {
-            End::Interrupted
-        } else if emu.is_some_and(|emu| emu.closed_by_user()) {
-            // Esc, the window closed, or Dolphin's own handling of the Ctrl-C.
-            End::Closed
-        } else {
-            End::Failed(e)
-        }
-    };
     let mut emu = match dolphin.launch_against_person(setup, pad, bot) {
         Ok(emu) => emu,
-        Err(e) => return Session { results, end: ended(e, None) },
+        Err(e) => return Session { results, end: End::of(e, dolphin, || false) },
     };
     eprintln!(
         "Dolphin is up (pid {}, user folder {}): pick your character with the controller on port {} (the bot is {bot} on port {}), \
@@ -262,7 +261,7 @@ pub fn play_against_person(
                 results.push(r);
             }
             Err(e) => {
-                end = ended(e, Some(&mut emu));
+                end = End::of(e, dolphin, || emu.closed_by_user());
                 break;
             }
         }

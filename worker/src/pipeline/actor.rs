@@ -466,20 +466,19 @@ impl Round<'_> {
                 // Each side's macro-actions in the order of the outputs: the bot's (this
                 // step, by the model it decided with), then in self-play the rival's (by
                 // its own); each with its own side's rewards, by the same n-step rule,
-                // into its own run's transitions.
-                let sides = [vec![(step, model_version)], rival.into_iter().map(|r| (r.played, r.model_version)).collect()];
-                for ((played, nstep), batcher) in sides.into_iter().zip(&mut s.nsteps).zip(&mut self.outputs) {
-                    for (m, model_version) in played {
-                        let d = Decision { state: m.state, action: m.action, reward: m.reward, model_version };
-                        let mut handed = Ok(());
-                        let dropped = nstep.push(d, &m.next.state, m.end, &mut |row, v| {
-                            if handed.is_ok() {
-                                handed = batcher.push(row, v);
-                            }
-                        });
-                        counters.incomplete.fetch_add(dropped as u64, Relaxed);
-                        handed?;
-                    }
+                // into its own run's transitions (each tagged with its output's index).
+                let played = std::iter::once((0, step, model_version)).chain(rival.into_iter().map(|r| (1, r.played, r.model_version)));
+                for (o, m, model_version) in played {
+                    let (Some(nstep), Some(batcher)) = (s.nsteps.get_mut(o), self.outputs.get_mut(o)) else { continue };
+                    let d = Decision { state: m.state, action: m.action, reward: m.reward, model_version };
+                    let mut handed = Ok(());
+                    let dropped = nstep.push(d, &m.next.state, m.end, &mut |row, v| {
+                        if handed.is_ok() {
+                            handed = batcher.push(row, v);
+                        }
+                    });
+                    counters.incomplete.fetch_add(dropped as u64, Relaxed);
+                    handed?;
                 }
                 match step.end {
                     Some(end) => {

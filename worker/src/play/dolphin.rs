@@ -93,7 +93,7 @@ pub(super) fn play_dolphin(spec: &PolicySpec, args: &PlayArgs, m: &Matches, labe
     };
     let (played, stats) = match launched {
         Ok(done) => done,
-        Err(_) if dolphin.interrupted() => ((vec![], Some(End::Interrupted)), Default::default()),
+        Err(_) if dolphin.interrupted() => ((vec![], End::Interrupted), Default::default()),
         Err(e) => return Err(e),
     };
     let (results, end) = played;
@@ -107,39 +107,36 @@ pub(super) fn play_dolphin(spec: &PolicySpec, args: &PlayArgs, m: &Matches, labe
     );
     super::print_episodes(args, m, &results);
     match end {
-        Some(End::Interrupted) => {
+        End::Interrupted => {
             eprintln!("stopped (Ctrl-C) after {} of {} episodes: Dolphin is stopped and its user folder removed", results.len(), m.episodes)
         }
-        Some(End::Closed) => eprintln!("Dolphin was closed after {} of {} episodes", results.len(), m.episodes),
+        End::Closed => eprintln!("Dolphin was closed after {} of {} episodes", results.len(), m.episodes),
         _ => {}
     }
     println!("{}", report(label, m, &results));
     match end {
-        Some(End::Failed(e)) => Err(e),
+        End::Failed(e) => Err(e),
         _ => Ok(()),
     }
 }
 
-/// `m`'s episodes, one after the other, on one environment, and how they ended early
-/// (`None`: all played): Ctrl-C, Dolphin closed (`closed` asks the emulator), or a
-/// failure, the episodes before it kept.
+/// `m`'s episodes, one after the other, on one environment, and how they ended: all
+/// played, or early (Ctrl-C, Dolphin closed: `closed` asks the emulator, or a failure),
+/// the episodes before it kept.
 fn episodes_of<E: Emulator>(
     env: &mut Env<E>,
     policy: &mut dyn Policy,
     m: &Matches,
     dolphin: &DolphinSetup,
     closed: impl Fn(&mut E) -> bool,
-) -> (Vec<EpisodeResult>, Option<End>) {
+) -> (Vec<EpisodeResult>, End) {
     let mut results = vec![];
     for i in 0..m.episodes {
         let seed = m.seed.wrapping_add(i as u64);
         match run_episode(env, policy, m.cpu_level, seed, seed ^ stream(Side::Fox)) {
             Ok(r) => results.push(r),
-            // Ctrl-C first: the terminal sends it to Dolphin too.
-            Err(_) if dolphin.interrupted() => return (results, Some(End::Interrupted)),
-            Err(_) if closed(env.emulator_mut()) => return (results, Some(End::Closed)),
-            Err(e) => return (results, Some(End::Failed(e))),
+            Err(e) => return (results, End::of(e, dolphin, || closed(env.emulator_mut()))),
         }
     }
-    (results, None)
+    (results, End::Played)
 }

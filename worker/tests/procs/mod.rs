@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 #[allow(unused_imports)] // not every test file uses each
-pub use shine_testkit::{free_port, manager::Manager, spawn, wait_for, Proc, HANG};
+pub use shine_testkit::{manager::Manager, spawn, wait_for, Proc, HANG};
 
 pub const WORKER: &str = env!("CARGO_BIN_EXE_shine-worker");
 
@@ -115,20 +115,23 @@ pub fn u(v: &serde_json::Value, k: &str) -> u64 {
 }
 
 /// `shine-dolphin-peer` is a binary of shine-bridge: build it into this target dir (a
-/// no-op when fresh) and return its path.
-pub fn peer() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let target = exe.parent().and_then(|d| d.parent()).unwrap().to_path_buf(); // target/<profile>
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let profile = target.file_name().unwrap().to_string_lossy().into_owned();
-    let mut cmd = Command::new(cargo);
-    cmd.args(["build", "-p", "shine-bridge", "--bin", "shine-dolphin-peer"]).env("CARGO_TARGET_DIR", target.parent().unwrap());
-    if profile == "release" {
-        cmd.arg("--release");
-    }
-    let status = cmd.status().expect("running cargo to build shine-dolphin-peer");
-    assert!(status.success(), "building shine-dolphin-peer failed");
-    target.join("shine-dolphin-peer")
+/// no-op when fresh), once per test process, and return its path.
+pub fn peer() -> &'static Path {
+    static PEER: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    PEER.get_or_init(|| {
+        let exe = std::env::current_exe().unwrap();
+        let target = exe.parent().and_then(|d| d.parent()).unwrap().to_path_buf(); // target/<profile>
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let profile = target.file_name().unwrap().to_string_lossy().into_owned();
+        let mut cmd = Command::new(cargo);
+        cmd.args(["build", "-p", "shine-bridge", "--bin", "shine-dolphin-peer"]).env("CARGO_TARGET_DIR", target.parent().unwrap());
+        if profile == "release" {
+            cmd.arg("--release");
+        }
+        let status = cmd.status().expect("running cargo to build shine-dolphin-peer");
+        assert!(status.success(), "building shine-dolphin-peer failed");
+        target.join("shine-dolphin-peer")
+    })
 }
 
 /// A model file with random weights (seeded by `version`) for `set`, playing `side`,
