@@ -1,7 +1,7 @@
 // With the `torch` feature, torch-sys (links = "tch") tells us where libtorch lives:
 // - an rpath to it lets this crate's tests run without LD_LIBRARY_PATH;
 // - src/aten.cpp, the shim for the libtorch calls tch does not expose (the op counter,
-//   Adam's fused kernel, a storage's handle count), is compiled against the installed
+//   Adam's fused kernel, addmm with its bias and ReLU, a storage's handle count), is compiled against the installed
 //   PyTorch's headers, as torch-sys compiles its own wrapper (no CUDA headers needed).
 use std::path::PathBuf;
 

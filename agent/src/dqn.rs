@@ -249,7 +249,8 @@ pub mod row {
 /// ([`row`]): one product gives the layer and its bias, and one product its gradients.
 /// The two heads are one product over both streams' 1,024 units (the zeros keep each
 /// head to its stream), whose output is `[V, A_0 .. A_{A-1}, 0 ..]`. The zeros stay
-/// zero: their gradients are never written, so no optimizer moves them.
+/// zero: no optimizer moves them (w1's padding gradient is never written, the heads'
+/// is written as exact zeros through a mask).
 #[derive(Debug, Clone)]
 pub struct Layout {
     actions: usize,
@@ -331,19 +332,21 @@ impl Layout {
     /// Tensor `i` of [`TENSORS`] in `flat` (a buffer laid out as this, `[P]`): a view,
     /// of the shape [`ModelMeta::shapes`] gives it.
     pub fn view(&self, flat: &Tensor, i: usize) -> Tensor {
-        let b = self.blocks(flat);
+        // Only the block tensor `i` lies in is viewed (inference and checkpoints call
+        // this per tensor).
+        let [w1, w2, b2, wh, bh] = self.blocks_at().map(|b| move || Self::block(flat, b));
         let a = self.actions as i64;
         match i {
-            0 => b.w1.narrow(-1, 0, STATE_DIM as i64),
-            1 => b.w1.select(-1, row::ONE as i64),
-            2 => b.w2.narrow(-2, 0, STREAM),
-            3 => b.b2.narrow(-1, 0, STREAM),
-            4 => b.wh.narrow(-2, 0, 1).narrow(-1, 0, STREAM),
-            5 => b.bh.narrow(-1, 0, 1),
-            6 => b.w2.narrow(-2, STREAM, STREAM),
-            7 => b.b2.narrow(-1, STREAM, STREAM),
-            8 => b.wh.narrow(-2, 1, a).narrow(-1, STREAM, STREAM),
-            9 => b.bh.narrow(-1, 1, a),
+            0 => w1().narrow(-1, 0, STATE_DIM as i64),
+            1 => w1().select(-1, row::ONE as i64),
+            2 => w2().narrow(-2, 0, STREAM),
+            3 => b2().narrow(-1, 0, STREAM),
+            4 => wh().narrow(-2, 0, 1).narrow(-1, 0, STREAM),
+            5 => bh().narrow(-1, 0, 1),
+            6 => w2().narrow(-2, STREAM, STREAM),
+            7 => b2().narrow(-1, STREAM, STREAM),
+            8 => wh().narrow(-2, 1, a).narrow(-1, STREAM, STREAM),
+            9 => bh().narrow(-1, 1, a),
             _ => panic!("the network has ten tensors, not {}", i + 1),
         }
     }
@@ -390,11 +393,6 @@ impl DuelingDqn {
 
     pub fn layout(&self) -> &Layout {
         &self.layout
-    }
-
-    /// The flat buffer (every parameter, and the layout's padding).
-    pub fn flat(&self) -> &Tensor {
-        &self.flat
     }
 
     /// Keep the weights in `flat` from now on (a buffer laid out as this network's: a
@@ -506,7 +504,7 @@ impl Learner {
             average.flat.copy_(&online.flat);
             average
         });
-        let optimizer = Optimizer::new(cfg.optimizer_config(), &online.flat);
+        let optimizer = Optimizer::new(cfg.optimizer, &online.flat);
         let grad = online.flat.zeros_like();
         Ok(Learner { grad, online, target, average, optimizer, step: 0, cfg: cfg.clone() })
     }
@@ -578,11 +576,6 @@ impl Learner {
         self.target.flat.copy_(&self.online.flat);
     }
 
-    /// The gradient buffer: after a step, the clipped gradients it applied.
-    pub fn grad(&self) -> &Tensor {
-        &self.grad
-    }
-
     /// The model file of the published weights: the average when there is one,
     /// otherwise the online net.
     pub fn model_file(&self, meta: &ModelMeta) -> Result<Vec<u8>, model::ModelError> {
@@ -605,20 +598,13 @@ impl Learner {
                 out.push((format!("{prefix}.{name}"), net.param(i).detach()));
             }
         }
-        let kind = self.optimizer_kind_name();
-        for (slot, flat) in Optimizer::slot_names(self.optimizer.kind()).iter().zip(&self.optimizer.slots) {
+        let kind = self.optimizer.kind();
+        for (slot, flat) in Optimizer::slot_names(kind).iter().zip(&self.optimizer.slots) {
             for (i, name) in TENSORS.iter().enumerate() {
-                out.push((format!("optim.{kind}.{slot}.{name}"), self.online.layout.view(flat, i)));
+                out.push((Optimizer::slot_key(kind, slot, name), self.online.layout.view(flat, i)));
             }
         }
         out
-    }
-
-    fn optimizer_kind_name(&self) -> &'static str {
-        match self.optimizer.kind() {
-            OptimizerKind::Rmsprop => "rmsprop",
-            OptimizerKind::Adam => "adam",
-        }
     }
 
     /// Restore from [`Learner::state_tensors`] output (tensors on any device) and the
@@ -658,12 +644,12 @@ impl Learner {
                 weights.push((dst, src));
             }
         }
-        let kind = self.optimizer_kind_name();
+        let kind = self.optimizer.kind();
         let mut slots = Vec::new();
-        for (slot, flat) in Optimizer::slot_names(self.optimizer.kind()).iter().zip(&self.optimizer.slots) {
+        for (slot, flat) in Optimizer::slot_names(kind).iter().zip(&self.optimizer.slots) {
             for (i, name) in TENSORS.iter().enumerate() {
                 let dst = self.online.layout.view(flat, i);
-                let src = fetch(&format!("optim.{kind}.{slot}.{name}"), &dst);
+                let src = fetch(&Optimizer::slot_key(kind, slot, name), &dst);
                 slots.push((dst, src));
             }
         }
@@ -1074,13 +1060,13 @@ mod tests {
     }
 
     /// The learner's state, copied (the oracle's input: what a step starts from).
-    fn snapshot(l: &Learner) -> HashMap<String, Tensor> {
+    pub(crate) fn snapshot(l: &Learner) -> HashMap<String, Tensor> {
         l.state_tensors().into_iter().map(|(k, v)| (k, v.copy())).collect()
     }
 
     /// One train step of `l` checked against the oracle: every output and every tensor
     /// of the learner after it, the clipped gradient too. Returns the margin.
-    fn checked_step(l: &mut Learner, b: &Tensor, w: Option<&Tensor>, what: &str) -> f64 {
+    pub(crate) fn checked_step(l: &mut Learner, b: &Tensor, w: Option<&Tensor>, what: &str) -> f64 {
         let cfg = l.config().clone();
         let before = snapshot(l);
         let case =

@@ -40,7 +40,7 @@
 //!   the optimizer and the manager's prioritized sampling.
 //! - `aten` (feature `torch`): libtorch calls tch does not expose, through a C++ shim:
 //!   the ops a stretch of work dispatches (the tests' measure of a step's GPU cost),
-//!   Adam's fused kernel, a storage's handle count.
+//!   Adam's fused kernel, addmm with its bias and ReLU, a storage's handle count.
 //!
 //! `unsafe` is denied in the whole crate except three modules that allow it, each with a
 //! `# Safety` section: `hostmem`, `aten` and `model::sgemm`. The workspace's checks

@@ -66,7 +66,9 @@ impl Default for OptimizerConfig {
 
 /// One learner's optimizer state: its slots, laid out as the parameters, and its count.
 pub(crate) struct Optimizer {
-    pub(crate) cfg: OptimizerConfig,
+    /// Which optimizer (its hyper-parameters are each run's, in the group's
+    /// [`RowConstants`]).
+    kind: OptimizerKind,
     /// `slots[k]`: slot k for every parameter, laid out as the network's flat buffer
     /// (RMSProp: square_avg; Adam: exp_avg, exp_avg_sq: PyTorch's names).
     pub(crate) slots: Vec<Tensor>,
@@ -88,10 +90,20 @@ impl Optimizer {
         }
     }
 
-    pub(crate) fn new(cfg: OptimizerConfig, flat: &Tensor) -> Self {
-        let slots = Self::slot_names(cfg.kind).iter().map(|_| flat.zeros_like()).collect();
-        let device_steps = (cfg.kind == OptimizerKind::Adam).then(|| Tensor::zeros([], (Kind::Float, flat.device())));
-        Optimizer { cfg, slots, steps: 0, device_steps }
+    /// The checkpoint's name of `slot` (one of [`Optimizer::slot_names`]) of parameter
+    /// tensor `tensor`, for `kind`'s state: `optim.<kind>.<slot>.<tensor>`.
+    pub(crate) fn slot_key(kind: OptimizerKind, slot: &str, tensor: &str) -> String {
+        let kind = match kind {
+            OptimizerKind::Rmsprop => "rmsprop",
+            OptimizerKind::Adam => "adam",
+        };
+        format!("optim.{kind}.{slot}.{tensor}")
+    }
+
+    pub(crate) fn new(kind: OptimizerKind, flat: &Tensor) -> Self {
+        let slots = Self::slot_names(kind).iter().map(|_| flat.zeros_like()).collect();
+        let device_steps = (kind == OptimizerKind::Adam).then(|| Tensor::zeros([], (Kind::Float, flat.device())));
+        Optimizer { kind, slots, steps: 0, device_steps }
     }
 
     /// Set the count of updates applied (a restore), on the host and the device.
@@ -103,7 +115,7 @@ impl Optimizer {
     }
 
     pub(crate) fn kind(&self) -> OptimizerKind {
-        self.cfg.kind
+        self.kind
     }
 
     /// Count one update applied.
@@ -205,13 +217,13 @@ impl Rows<'_> {
     }
 
     /// Adam through libtorch's fused kernel, one call per row. Each moving row's count
-    /// goes up by one first (the kernel reads it); `found_inf[r]`, when given, is 1 for a
-    /// row held back (the kernel then leaves it alone) and its count does not move
-    /// (`moves`, `[k]` f32, is added to it).
-    pub(crate) fn adam_fused(&self, c: &RowConstants, steps: &[Tensor], moves: Option<(&Tensor, &[Tensor])>) -> Result<(), aten::AtenError> {
+    /// (`steps`, `[k]` f32) goes up by one first (the kernel reads it); `found_inf[r]`,
+    /// when given, is 1 for a row held back (the kernel then leaves it alone) and its
+    /// count does not move (`moves`, `[k]` f32, is added to it).
+    pub(crate) fn adam_fused(&self, c: &RowConstants, steps: &Tensor, moves: Option<(&Tensor, &[Tensor])>) -> Result<(), aten::AtenError> {
         for (r, cfg) in self.cfgs.iter().enumerate() {
             let row = |t: &Tensor| t.get(r as i64);
-            let mut count = steps[r].shallow_clone();
+            let mut count = row(steps);
             let found_inf = match moves {
                 None => {
                     let _ = count.g_add_scalar_(1.0);
@@ -352,7 +364,7 @@ mod tests {
         match form {
             Form::HostLoop => rows.rmsprop_host(&[1.0], &[true]),
             Form::Tensors => rows.rmsprop_tensors(&c, None),
-            Form::Fused => rows.adam_fused(&c, std::slice::from_ref(steps), None).unwrap(),
+            Form::Fused => rows.adam_fused(&c, &steps.view([1]), None).unwrap(),
         }
     }
 
@@ -380,7 +392,7 @@ mod tests {
                 OptimizerKind::Adam => nn::Adam::default().build(&vs_ref, 0.01).unwrap(),
             };
             let (_vs, mut p) = make();
-            let ours = Optimizer::new(cfg, &p.view([1, 4]));
+            let ours = Optimizer::new(cfg.kind, &p.view([1, 4]));
             let steps = Tensor::zeros([], (Kind::Float, Device::Cpu));
             for _ in 0..10 {
                 reference.backward_step(&loss(&p_ref));
@@ -417,7 +429,7 @@ mod tests {
         let n = 100_003; // not a multiple of any vector width: the tail runs too
         let start = Tensor::randn([n], (Kind::Float, Device::Cpu));
         let (p_ops, mut p_host) = (start.copy().view([1, n]), start.copy().view([1, n]));
-        let (ops, host) = (Optimizer::new(cfg, &p_ops), Optimizer::new(cfg, &p_host));
+        let (ops, host) = (Optimizer::new(cfg.kind, &p_ops), Optimizer::new(cfg.kind, &p_host));
         let none = Tensor::zeros([], (Kind::Float, Device::Cpu));
         let f64s = |t: &Tensor| Vec::<f32>::try_from(&t.view([-1])).unwrap().into_iter().map(f64::from).collect::<Vec<f64>>();
         let alpha = cfg.rmsprop_alpha;
@@ -474,7 +486,7 @@ mod tests {
         // a subnormal in f32: flushed, the average stays 0. A normal one beside it is kept.
         let cfg = OptimizerConfig { lr: 1e-3, ..Default::default() };
         let p = Tensor::zeros([1, 2], (Kind::Float, Device::Cpu));
-        let opt = Optimizer::new(cfg, &p);
+        let opt = Optimizer::new(cfg.kind, &p);
         let g = Tensor::from_slice(&[1e-20f32, 0.5]).view([1, 2]);
         let cfgs = [cfg];
         Rows { p: &p, g: &g, slots: &opt.slots, cfgs: &cfgs }.rmsprop_host(&[1.0], &[true]);

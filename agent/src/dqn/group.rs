@@ -306,8 +306,9 @@ impl Group {
         let consts = StepConstants::new(&layout, device);
         let mask = Tensor::ones([k], (Kind::Float, device));
         let found_inf = if adam && k > 1 { (0..k).map(|_| Tensor::zeros([1], (Kind::Float, device))).collect() } else { Vec::new() };
-        let host_optimizer = device == Device::Cpu && shape.optimizer == OptimizerKind::Rmsprop;
-        Ok(Group { shape, layout, online, target, average, slots, grad, adam_steps, cfgs, optim, hyper, consts, mask, found_inf, moves: vec![true; k as usize], host_optimizer })
+        let mut group = Group { shape, layout, online, target, average, slots, grad, adam_steps, cfgs, optim, hyper, consts, mask, found_inf, moves: vec![true; k as usize], host_optimizer: false };
+        group.set_host_optimizer(true);
+        Ok(group)
     }
 
     pub fn shape(&self) -> &GroupShape {
@@ -496,9 +497,9 @@ impl Group {
             }
             OptimizerKind::Adam => {
                 let _ = self.grad.shallow_clone().g_mul_(&coef);
-                let steps: Vec<Tensor> = (0..k).map(|r| self.adam_steps.as_ref().expect("Adam counts on the device").get(r)).collect();
+                let steps = self.adam_steps.as_ref().expect("Adam counts on the device");
                 let held = (!alone).then_some((&self.mask, self.found_inf.as_slice()));
-                rows.adam_fused(&self.optim, &steps, held).map_err(|e| DqnError::Config(e.to_string()))?;
+                rows.adam_fused(&self.optim, steps, held).map_err(|e| DqnError::Config(e.to_string()))?;
             }
         }
         if let (Some(average), Some(tau)) = (&self.average, &hy.tau_moves) {
@@ -522,18 +523,13 @@ impl Group {
 #[cfg(test)]
 mod tests {
     use super::super::oracle;
-    use super::super::tests::{device_rows, step};
+    use super::super::tests::{checked_step, device_rows, snapshot, step};
     use super::*;
     use crate::experience::{col, TRANSITION_FLOATS};
     use std::collections::HashMap;
 
     const ACTIONS: usize = 5;
     const BATCH: usize = 16;
-
-    /// The learner's state, copied (what a step starts from, for the oracle).
-    fn snapshot(l: &Learner) -> HashMap<String, Tensor> {
-        l.state_tensors().into_iter().map(|(n, t)| (n, t.copy())).collect()
-    }
 
     /// A batch of plausible transitions drawn from `seed` (some terminal), wire rows.
     fn batch(seed: u64) -> Tensor {
@@ -671,11 +667,7 @@ mod tests {
                     // buffers, Adam counting on from the group's count.
                     let (l, b) = (&mut runs[2], batch(999));
                     let w = weights(999);
-                    let (cfg, before) = (l.config().clone(), snapshot(l));
-                    let case = oracle::Case { cfg: &cfg, actions: ACTIONS, state: &before, steps: l.step, optimizer_steps: l.optimizer_steps(), batch: &b, weights: weighted.then_some(&w) };
-                    let want = oracle::expect(&case);
-                    let out = step(l, &b, weighted.then_some(&w));
-                    margin = margin.max(want.check("loss", &out.loss(), &what(2, STEPS))).max(want.check_state(&l.state_tensors(), &what(2, STEPS)));
+                    margin = margin.max(checked_step(l, &b, weighted.then_some(&w), &what(2, STEPS)));
                 }
                 // The runs moved, each its own way.
                 if k > 1 {

@@ -366,10 +366,7 @@ pub(super) fn expect(case: &Case) -> Expected {
         .collect();
 
     // The optimizer over each clipped gradient's interval.
-    let kind = match cfg.optimizer {
-        OptimizerKind::Rmsprop => "rmsprop",
-        OptimizerKind::Adam => "adam",
-    };
+    let kind = cfg.optimizer;
     let slot_names = Optimizer::slot_names(cfg.optimizer);
     let t_adam = (case.optimizer_steps + 1) as f64;
     let sync = (case.steps + 1).is_multiple_of(cfg.target_sync_every);
@@ -378,17 +375,16 @@ pub(super) fn expect(case: &Case) -> Expected {
         let g = &clipped[i];
         let (lo, hi) = (&g.v - &g.e, &g.v + &g.e);
         let p0 = &online[i];
-        let slot = |k: usize| state64[&format!("optim.{kind}.{}.{name}", slot_names[k])].shallow_clone();
+        let slot = |k: usize| state64[&Optimizer::slot_key(kind, slot_names[k], name)].shallow_clone();
         let (p_e, slot_e): (Tensor, Vec<Tensor>) = match cfg.optimizer {
             OptimizerKind::Rmsprop => {
                 let (alpha, s0) = (cfg.rmsprop_alpha, slot(0));
-                let (s_v, s_e) = moment2(&s0, alpha, &g.v, &lo, &hi);
+                let (_, s_e) = moment2(&s0, alpha, &g.v, &lo, &hi);
                 let update = |g: &Tensor| (g * cfg.lr) / ((&s0 * alpha + g.square() * (1.0 - alpha)).sqrt() + cfg.eps);
                 let (u_v, u_lo, u_hi) = (update(&g.v), update(&lo), update(&hi));
                 let u_max = u_lo.abs().maximum(&u_hi.abs());
                 let rho = second_moment_rounding(alpha);
                 let e = (&u_hi - &u_v).maximum(&(&u_v - &u_lo)) + &u_max * (rho / 2.0 + 5.0 * U) + (p0.abs() + &u_max) * U;
-                let _ = s_v;
                 (e, vec![s_e])
             }
             OptimizerKind::Adam => {
@@ -435,7 +431,7 @@ pub(super) fn expect(case: &Case) -> Expected {
             bounds.insert(format!("average.{name}"), &p_e * tau + (a0.abs() * (1.0 + tau) + p1.abs() * tau) * gamma(3));
         }
         for (k, e) in slot_e.into_iter().enumerate() {
-            bounds.insert(format!("optim.{kind}.{}.{name}", slot_names[k]), e);
+            bounds.insert(Optimizer::slot_key(kind, slot_names[k], name), e);
         }
         bounds.insert(format!("grad.{name}"), g.e.shallow_clone());
     }
@@ -454,7 +450,7 @@ pub(super) fn expect(case: &Case) -> Expected {
             put(format!("average.{name}"), &avg[i]);
         }
         for (k, slot) in ref_slots.iter().enumerate() {
-            put(format!("optim.{kind}.{}.{name}", slot_names[k]), &slot[i]);
+            put(Optimizer::slot_key(kind, slot_names[k], name), &slot[i]);
         }
     }
     want.insert("loss".into(), (loss, loss_e));

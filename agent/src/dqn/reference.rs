@@ -240,17 +240,14 @@ impl Reference {
     pub(super) fn from_state(cfg: &DqnConfig, state: &HashMap<String, Tensor>, steps: u64, optimizer_steps: u64) -> Reference {
         let net = |prefix: &str| -> Option<Vec<Tensor>> { TENSORS.iter().map(|n| state.get(&format!("{prefix}.{n}")).map(|t| t.detach().copy())).collect() };
         let online: Vec<Tensor> = net("online").expect("the state has the online weights").into_iter().map(|t| t.set_requires_grad(true)).collect();
-        let kind = match cfg.optimizer {
-            OptimizerKind::Rmsprop => "rmsprop",
-            OptimizerKind::Adam => "adam",
-        };
+        let kind = cfg.optimizer;
         let slots = Optimizer::slot_names(cfg.optimizer)
             .iter()
             .map(|slot| {
                 online
                     .iter()
                     .zip(TENSORS)
-                    .map(|(p, n)| state.get(&format!("optim.{kind}.{slot}.{n}")).map_or_else(|| p.detach().zeros_like(), |t| t.copy()))
+                    .map(|(p, n)| state.get(&Optimizer::slot_key(kind, slot, n)).map_or_else(|| p.detach().zeros_like(), |t| t.copy()))
                     .collect()
             })
             .collect();
