@@ -272,10 +272,8 @@ struct Bench {
     parent: PathBuf,
 }
 
-/// A running manager.
 /// The manager under test, served on the bench's server runtime, and the clients' HTTP client.
 struct Manager {
-    url: String,
     http: reqwest::Client,
     serving: Serving,
 }
@@ -332,7 +330,7 @@ impl Bench {
     fn start(&self, config: Config) -> anyhow::Result<(Manager, f64)> {
         let t = Instant::now();
         let serving = Serving::spawn(self.server_rt.handle(), config)?;
-        let m = Manager { url: serving.url.clone(), http: reqwest::Client::new(), serving };
+        let m = Manager { http: reqwest::Client::new(), serving };
         // The listener is bound already: connections wait in its backlog until the
         // manager has rebuilt its replay and started serving.
         self.client_rt.block_on(m.serving.healthy(&m.http))?;
@@ -347,7 +345,7 @@ impl Bench {
     }
 
     fn metrics(&self, m: &Manager) -> anyhow::Result<String> {
-        self.client_rt.block_on(async { Ok(m.http.get(format!("{}/metrics", m.url)).send().await?.error_for_status()?.text().await?) })
+        self.client_rt.block_on(async { Ok(m.http.get(format!("{}/metrics", m.serving.url)).send().await?.error_for_status()?.text().await?) })
     }
 
     /// Answers to collect, for at most `tickets` new uploads.
@@ -359,7 +357,7 @@ impl Bench {
     /// answered 503 again after `busy_pause` (zero: at once), until `stop` or until
     /// `answers.tickets` runs out (each new upload takes one).
     fn spawn_clients(&self, m: &Manager, answers: &Arc<Answers>, stop: &CancellationToken, busy_pause: Duration) -> Vec<tokio::task::JoinHandle<()>> {
-        let url = format!("{}/api/v1/experience", m.url);
+        let url = format!("{}/api/v1/experience", m.serving.url);
         (0..self.args.clients)
             .map(|_| {
                 let (http, url, pool, answers, stop) = (m.http.clone(), url.clone(), self.pool.clone(), answers.clone(), stop.clone());

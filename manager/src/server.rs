@@ -111,13 +111,10 @@ async fn sample_every_interval(state: AppState, stop: CancellationToken) {
             _ = stop.cancelled() => break,
             _ = tick.tick() => {}
         }
+        state.fleet.lock().expect("fleet lock").sweep(Instant::now());
         for run in state.all_runs() {
             let prev = run.series().lock().expect("series lock").last().cloned();
-            let s = {
-                let mut fleet = state.fleet.lock().expect("fleet lock");
-                fleet.sweep(Instant::now());
-                sampler::sample(&run, &state.metrics, &fleet, prev.as_ref())
-            };
+            let s = sampler::sample(&run, &state.metrics, &state.fleet.lock().expect("fleet lock"), prev.as_ref());
             run.series().lock().expect("series lock").push(s.clone());
             state.history.record(Record::Sample { run: run.name().to_string(), sample: Box::new(s) });
         }

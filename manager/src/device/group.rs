@@ -50,7 +50,7 @@ impl TrainGroup {
         }
         let names: Vec<String> = trainers.iter().map(|t| t.name().to_string()).collect();
         let weighted = trainers[0].prioritized();
-        let use_graph = trainers.iter().all(|t| t.allows_graph() && t.draws_on_device());
+        let use_graph = trainers.iter().all(|t| t.allows_graph());
         let mut learners: Vec<_> = trainers.iter_mut().map(|t| t.learner_for_group()).collect();
         let step = GroupStep::new(&mut learners, weighted, use_graph)?;
         for t in trainers.iter_mut() {

@@ -313,7 +313,7 @@ impl Loop {
         // keep its whole group from one.
         let mut wanted: Vec<(Option<(GroupShape, bool)>, Vec<RunId>)> = Vec::new();
         for s in self.runs.iter().filter(|s| !s.failed) {
-            let shape = s.run.shares_group().then(|| (s.run.group_shape(), s.run.allows_graph() && s.run.draws_on_device()));
+            let shape = s.run.shares_group().then(|| (s.run.group_shape(), s.run.allows_graph()));
             match wanted.iter_mut().find(|(w, _)| w.is_some() && *w == shape) {
                 Some((_, ids)) => ids.push(s.id),
                 None => wanted.push((shape, vec![s.id])),

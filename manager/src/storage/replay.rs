@@ -170,7 +170,7 @@ impl ReplayConfig {
     }
 }
 
-/// A sampled batch (tests and benchmarks; a train step draws into its group's buffers,
+/// A sampled batch (tests; a train step draws into its group's buffers,
 /// [`Replay::draw_into`]).
 pub struct Sampled {
     /// `[batch, 64]` device rows ([`row`]) on the training device.
@@ -540,12 +540,6 @@ impl Replay {
         }
     }
 
-    /// Whether a draw is device work alone (the device ring): a step that draws from
-    /// this replay can be captured as a CUDA graph.
-    pub fn draws_on_device(&self) -> bool {
-        matches!(self, Replay::Device(_))
-    }
-
     /// Draw `out.size()[0]` rows (`out`: `[B, 64]` on the training device) as `[replay]
     /// sampling` says; by priority, with the indices and importance weights returned
     /// and the weights' schedule advanced by `moved` (0-dimensional f32, 1 when the
@@ -559,7 +553,7 @@ impl Replay {
     }
 
     /// `[batch, 64]` on the training device, drawn with replacement as `[replay]
-    /// sampling` says (tests and benchmarks; each call advances the priorities' weight
+    /// sampling` says (tests; each call advances the priorities' weight
     /// schedule by one). At least one row must be visible.
     pub fn sample(&mut self, batch: usize) -> Result<Sampled, ReplayError> {
         if self.is_empty() {

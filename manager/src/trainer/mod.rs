@@ -12,8 +12,8 @@
 //!     // after a crash that lost models published since the checkpoint.
 //! if run.takes_inserts() { run.ingest(batch)? }   // unless the fleet is too far ahead
 //! run.may_train(paused)                           // burn-in done, within the ratio
-//!     // its group (crate::device::group) takes the step: run.draw_into(..) of its
-//!     // rows, the grouped step, run.update_priorities(..), then
+//!     // its group (crate::device::group) takes the step: run.replay_mut().draw_into(..)
+//!     // of its rows, the grouped step, run.replay_mut().update_priorities(..), then
 //! run.grouped_step_taken(out)?                    // counting, publishing, checkpoints
 //! run.stats()                                     // TrainerStats, for /stats and /metrics
 //! run.final_checkpoint()?                         // on removal and at a graceful stop
@@ -364,16 +364,11 @@ impl RunTrainer {
         self.replay_cfg.sampling == Sampling::Prioritized
     }
 
-    /// Whether a group it trains in may replay its step as a CUDA graph (`cuda_graph`
-    /// not set to false, where it applies).
+    /// Whether a group it trains in may replay its step as a CUDA graph: a CUDA device
+    /// and the device replay, whose draws are device work alone ([`graph_applies`]),
+    /// and `cuda_graph` not set to false.
     pub fn allows_graph(&self) -> bool {
         self.use_graph
-    }
-
-    /// Whether its draws are device work alone (the device replay): a step that draws
-    /// from it can be captured as a CUDA graph.
-    pub fn draws_on_device(&self) -> bool {
-        self.replay.draws_on_device()
     }
 
     /// Its learner, to be moved into a group.
@@ -400,11 +395,6 @@ impl RunTrainer {
     #[cfg(test)]
     pub(crate) fn model_weights_for_test(&self) -> Vec<Vec<f32>> {
         self.learner.online.weights()
-    }
-
-    /// Rows its replay can draw from now.
-    pub fn replay_len(&self) -> usize {
-        self.replay.len()
     }
 
     /// Put a validated upload into the replay (and count it against the rate limiter).
@@ -438,17 +428,13 @@ impl RunTrainer {
         self.replay_cfg.sampling == Sampling::Prioritized && self.replay_cfg.new_priority == NewPriority::Td
     }
 
-    /// What follows a step taken for this run by its group ([`crate::device::group`]): count it
-    /// (and sync the target when due), then as after a step of its own.
+    /// What follows a step taken for this run by its group ([`crate::device::group`]): the
+    /// learner counts it (and syncs the target when due); then the host's bookkeeping:
+    /// the limiter and counters; the read-back, publishing and checkpoint when due.
+    /// Returns whether its numbers were read back or a model published (the device
+    /// layer shows them then).
     pub fn grouped_step_taken(&mut self, out: TrainOutput) -> anyhow::Result<bool> {
         self.learner.finish_step();
-        self.account(out)
-    }
-
-    /// The host's bookkeeping of a step taken: the limiter and counters; the read-back,
-    /// publishing and checkpoint when due. Returns whether its numbers were read back
-    /// or a model published (the device layer shows them then).
-    fn account(&mut self, out: TrainOutput) -> anyhow::Result<bool> {
         let batch_size = self.learner.config().batch_size;
         self.limiter.sampled(batch_size as u64);
         self.counters.transitions_sampled += batch_size as u64;

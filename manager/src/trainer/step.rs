@@ -36,7 +36,6 @@ pub struct GroupStep {
     batch: Tensor,
     weights: Option<Tensor>,
     use_graph: bool,
-    pool: Option<GraphPool>,
     /// The captured step and its outputs, in the graph's memory (rewritten by each replay).
     graph: Option<(CudaGraph, GroupOutput)>,
     eager_steps: u64,
@@ -55,7 +54,7 @@ impl GroupStep {
         let (k, b) = (learners.len() as i64, shape.batch_size as i64);
         let batch = Tensor::zeros([k, b, row::WIDTH as i64], (Kind::Float, shape.device));
         let weights = weighted.then(|| Tensor::ones([k, b], (Kind::Float, shape.device)));
-        Ok(GroupStep { group, batch, weights, use_graph, pool: None, graph: None, eager_steps: 0, captures: 0 })
+        Ok(GroupStep { group, batch, weights, use_graph, graph: None, eager_steps: 0, captures: 0 })
     }
 
     /// Whether the step is replayed as a CUDA graph (after its warm-up).
@@ -102,10 +101,8 @@ impl GroupStep {
         let captured = self.graph.is_none();
         if captured {
             let tch::Device::Cuda(index) = self.group.shape().device else { bail!("a CUDA graph on {:?}", self.group.shape().device) };
-            let pool = match self.pool {
-                Some(p) => p,
-                None => *self.pool.insert(GraphPool::new(index)?),
-            };
+            // The group's own pool: its one capture's memory, freed with the group.
+            let pool = GraphPool::new(index)?;
             let mut graph = CudaGraph::new()?;
             let out = graph.capture(&pool, || self.device_work(replays))??;
             self.graph = Some((graph, out));
