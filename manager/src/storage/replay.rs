@@ -548,7 +548,9 @@ impl Replay {
     pub fn draw_into(&mut self, out: &Tensor, rand: &Tensor, moved: &Tensor) -> Option<Drawn> {
         match self {
             Replay::Device(r) => r.draw_into(out, rand, moved),
-            Replay::Host(r) => r.draw_into(out, moved),
+            // The in-RAM priorities and their schedule live on the CPU, as in
+            // `update_priorities`.
+            Replay::Host(r) => r.draw_into(out, &moved.to_device(Device::Cpu)),
         }
     }
 
