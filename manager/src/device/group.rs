@@ -121,8 +121,8 @@ mod tests {
     }
 }
 
-/// A group replaying its step as a CUDA graph, on a real GPU: `scripts/gpu-check.sh
-/// --tests BIN` runs these (the library's test binary, `--ignored graph_tests`); without
+/// Groups on a real GPU (one replaying its step as a CUDA graph, one whose run's replay
+/// is in RAM): `scripts/gpu-check.sh --tests BIN` runs these (the library's test binary, `--ignored graph_tests`); without
 /// a GPU they are ignored. (The grouped graph step's equality with the eager grouped
 /// step is replay_bench's check, which gpu-check.sh runs.)
 #[cfg(test)]
@@ -185,5 +185,32 @@ mod graph_tests {
         assert_eq!((trainers[0].stats().train_steps, trainers[1].stats().train_steps), (31, 21));
         let loss = out.run(0).loss().double_value(&[]);
         assert!(loss.is_finite(), "{loss}");
+    }
+
+    #[test]
+    #[ignore = "needs a CUDA device: scripts/gpu-check.sh runs it"]
+    fn a_run_with_the_in_ram_replay_sampling_by_priority_trains_on_cuda() {
+        // Its priorities live on the CPU, its step on the GPU: what passes between them
+        // (the step's flag, its TD errors) must cross to the CPU (a CPU test has one
+        // device, and cannot see this).
+        use crate::storage::replay::{ReplayKind, Sampling};
+        assert!(tch::Cuda::is_available(), "these tests need a CUDA device (scripts/gpu-check.sh)");
+        let tmp = tempfile::tempdir().unwrap();
+        let (mut t, mut r, d) = small();
+        t.device = "cuda".into();
+        t.samples_per_insert = 0.0;
+        (r.kind, r.sampling) = (ReplayKind::Host, Sampling::Prioritized);
+        let mut run = RunTrainer::build(setup_in(tmp.path(), (t, r, d)), tch::Device::Cuda(0), Box::new(|_| {})).unwrap();
+        run.ingest(batch(150, 0)).unwrap();
+        let mut trainers = [&mut run];
+        let mut group = TrainGroup::new(vec![1], &mut trainers).unwrap();
+        assert!(!group.step.uses_graph(), "the in-RAM replay draws on the host");
+        for _ in 0..10 {
+            let (out, _) = group.step(&mut trainers, &[true]).unwrap();
+            trainers[0].grouped_step_taken(out.run(0)).unwrap();
+        }
+        trainers[0].count_steps();
+        assert_eq!(trainers[0].stats().train_steps, 10);
+        assert!(trainers[0].stats().loss.is_finite(), "{}", trainers[0].stats().loss);
     }
 }
