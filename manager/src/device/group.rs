@@ -122,9 +122,10 @@ mod tests {
 }
 
 /// Groups on a real GPU (one replaying its step as a CUDA graph, one whose run's replay
-/// is in RAM): `scripts/gpu-check.sh --tests BIN` runs these (the library's test binary, `--ignored graph_tests`); without
-/// a GPU they are ignored. (The grouped graph step's equality with the eager grouped
-/// step is replay_bench's check, which gpu-check.sh runs.)
+/// is in RAM): `scripts/gpu-check.sh --tests BIN` runs these (the library's test
+/// binary, `--ignored graph_tests`); without a GPU they are ignored. (The grouped graph
+/// step's equality with the eager grouped step is replay_bench's check, which
+/// gpu-check.sh runs.)
 #[cfg(test)]
 mod graph_tests {
     use super::*;
