@@ -79,6 +79,16 @@ def tool(bindir, *args):
     return p.stdout
 
 
+def time_limit(args):
+    """The training time asked for, in whole seconds: --seconds, or --minutes."""
+    return args.seconds if args.seconds is not None else int(args.minutes * 60)
+
+
+def min_sec(secs):
+    """`secs` as the scripts print a duration: "M min S s"."""
+    return f"{secs // 60} min {secs % 60} s"
+
+
 def train_until(limit, stop_at_steps, poll):
     """Calls poll() every minute (every 2 s with a step count to stop at, or every
     `limit` seconds under a minute) until `limit` seconds have passed or poll returns a
@@ -106,7 +116,7 @@ def learn(args):
         fail(f"--prioritized adds a [replay] table, but {args.config} has one: set sampling = \"prioritized\" there instead", 2)
     found = re.search(r'^task *= *"(.*)"', base_text, re.M)
     task = found.group(1) if found else "untouchable"
-    limit = args.seconds if args.seconds is not None else int(args.minutes * 60)
+    limit = time_limit(args)
     episodes = args.eval_episodes
     bindir = binaries(args)
 
@@ -132,7 +142,7 @@ def learn(args):
             fleet.start_worker([os.path.join(bindir, "shine-worker"), "run", "--manager", url, "--token", token, "--envs", args.envs,
                                 "--seed", str(args.seed + 1000 * i), "--spool-dir", os.path.join(data, f"spool-{i}")], log)
 
-        print(f"training for {limit // 60} min {limit % 60} s"
+        print(f"training for {min_sec(limit)}"
               f"{f' (or until the evaluation window reaches {args.stop_at})' if args.stop_at is not None else ''}"
               f"{f' (or until {args.stop_at_steps} train steps)' if args.stop_at_steps else ''}, "
               f"{described} (logs in {logs})", flush=True)
@@ -156,8 +166,7 @@ def learn(args):
         # The learner's and the fleet's rates over the whole run, from the manager's counters.
         c = get_json(url + "/api/v1/stats?since=9e99")["current"]
         secs = max(float(elapsed), 1.0)
-        rates = (f"rates: {c['train_steps'] / secs:.0f} train steps/s, {c['transitions_inserted'] / secs:.0f} transitions/s inserted "
-                 f"({c['train_steps']:,} steps, {c['transitions_inserted']:,} transitions in {secs:.0f} s)")
+        rates = rates_line(c["train_steps"], c["transitions_inserted"], secs)
         write_curve(get_json(url + "/api/v1/history/default?max_points=100000", timeout=60), lambda t: (t - int(start)) / 60,
                     os.path.join(data, "curve.csv"))
         final = os.path.join(data, "final.safetensors")
@@ -336,7 +345,7 @@ def selfplay(args):
     worker per run, then each run's last model against the CPU and against the other."""
     if args.baseline and not os.path.isfile(args.baseline):
         fail(f"no model file {args.baseline}", 2)
-    limit = args.seconds if args.seconds is not None else args.minutes * 60
+    limit = time_limit(args)
     episodes = args.eval_episodes
     bindir = binaries(args)
     data = args.data
@@ -359,7 +368,7 @@ def selfplay(args):
                                 "--envs", args.envs, "--seed", str(args.seed + 1000 * i), "--spool-dir", os.path.join(data, f"spool-{run}"),
                                 "--stats-file", os.path.join(logs, f"worker-{run}.json")], os.path.join(logs, f"worker-{run}.log"))
         say = Tee(os.path.join(data, "progress.log"))
-        say(f"self-play for {limit // 60} min {limit % 60} s, configs/selfplay.toml, {seeds}, {args.envs} env(s) each (logs in {logs})")
+        say(f"self-play for {min_sec(limit)}, configs/selfplay.toml, {seeds}, {args.envs} env(s) each (logs in {logs})")
 
         def progress(start):
             line = [f"{(time.time() - start) / 60:5.1f} min"]
@@ -586,7 +595,7 @@ def train_sweep(args, g, runs, todo, state, state_path, bindir, out):
         f.write(open(g.base).read() + "\n# The sweep's runs (scripts/experiment.py sweep " + args.grid + ")\n" + grid.runs_toml(g, runs))
     token = harness.token()
     logs = os.path.join(out, "logs")
-    limit = args.seconds if args.seconds is not None else int(args.minutes * 60)
+    limit = time_limit(args)
     with harness.Fleet() as fleet:
         url = fleet.start_manager([os.path.join(bindir, "shine-manager"), "--config", config, "--data-dir", os.path.join(out, "data"),
                                    "--listen", f"127.0.0.1:{args.port}", "--token", token, *(["--device", args.device] if args.device else [])],
@@ -618,7 +627,7 @@ def train_sweep(args, g, runs, todo, state, state_path, bindir, out):
             start_worker(pick_run(todo, Counter(members.values()), steps))
         save_state(state_path, state)
         print(f"sweep of {len(runs)} runs ({len(todo)} to train) with {workers} worker(s) x {args.envs} env(s); each run stops "
-              f"at {limit // 60} min {limit % 60} s of the sweep's training"
+              f"at {min_sec(limit)} of the sweep's training"
               f"{f', or once its evaluation window reaches {args.stop_at:g}' if args.stop_at is not None else ''}"
               f"{f', or at {args.stop_at_steps} train steps' if args.stop_at_steps else ''}; "
               f"the dashboard: {url}/ (logs in {logs})", flush=True)
@@ -638,7 +647,7 @@ def train_sweep(args, g, runs, todo, state, state_path, bindir, out):
             ending = []
             for name in todo:
                 r = listing[name]
-                reason = (f"{limit // 60} min {limit % 60} s trained" if minutes * 60 >= limit else
+                reason = (f"{min_sec(limit)} trained" if minutes * 60 >= limit else
                           f"its evaluation window reached {args.stop_at:g}" if args.stop_at is not None and (r["eval_survival"] or 0) >= args.stop_at else
                           f"{args.stop_at_steps} train steps counted" if args.stop_at_steps and r["train_steps"] >= args.stop_at_steps else None)
                 if reason:
@@ -682,6 +691,12 @@ def finish_run(url, token, out, name, reason, state, minutes):
     print(f"{name} finished ({reason}) at minute {minutes:.1f}: {view['train_steps']:,} train steps, model v{view['model_version']}", flush=True)
 
 
+def rates_line(steps, transitions, secs):
+    """result.txt's rates line (RunResult and the test command read it)."""
+    return (f"rates: {steps / secs:.0f} train steps/s, {transitions / secs:.0f} transitions/s inserted "
+            f"({steps:,} steps, {transitions:,} transitions in {secs:.0f} s)")
+
+
 def evaluate_run(bindir, d, finished, episodes):
     """A finished run's result.txt, as learn writes its own: training, rates, and its
     final model evaluated greedily against the level-9 CPU."""
@@ -691,8 +706,7 @@ def evaluate_run(bindir, d, finished, episodes):
     report = tool(bindir, "eval", "--model", os.path.join(d, "final.safetensors"), "--task", task, "--episodes", str(episodes), "--cpu-level", "9")
     with open(os.path.join(d, "result.txt"), "w") as f:
         f.write(f"training: {int(finished['minutes'])} minutes (stopped: {finished['reason']}); evaluation: {episodes} episodes at CPU level 9, seeds 1000000..\n"
-                f"rates: {finished['train_steps'] / secs:.0f} train steps/s, {finished['transitions_inserted'] / secs:.0f} transitions/s inserted "
-                f"({finished['train_steps']:,} steps, {finished['transitions_inserted']:,} transitions in {secs:.0f} s)\n{report}")
+                f"{rates_line(finished['train_steps'], finished['transitions_inserted'], secs)}\n{report}")
 
 
 def sweep_table(g, runs, out, args):
@@ -749,8 +763,8 @@ def sweep_table(g, runs, out, args):
                 f"{f', minute {m:.1f}' if m != never else ''}; {reached} of {len(names)}")
 
     constant = [f"{a.key} = {grid.toml_value(a.values[0])}" for a in g.axes if len(a.values) == 1]
-    limit = args.seconds if args.seconds is not None else int(args.minutes * 60)
-    stops = (f"{limit // 60} min {limit % 60} s" + (f", --stop-at {args.stop_at:g}" if args.stop_at is not None else "")
+    limit = time_limit(args)
+    stops = (min_sec(limit) + (f", --stop-at {args.stop_at:g}" if args.stop_at is not None else "")
              + (f", --stop-at-steps {args.stop_at_steps}" if args.stop_at_steps else ""))
     lines = [f"## sweep {args.grid}: {len(points)} settings x {len(g.seeds)} seeds ({', '.join(map(str, g.seeds))}) of {os.path.relpath(g.base)}"
              f"{'; every run: ' + ', '.join(constant) if constant else ''}; each run stopped at {stops}; sorted by {grid.FIGURES[g.sort]}\n",

@@ -216,7 +216,8 @@ class Resume(unittest.TestCase):
         first = subprocess.Popen(sweep_command(path, out, "--stop-at-steps", "200", "--minutes", "10"), cwd=ROOT,
                                  stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         self.addCleanup(lambda: first.poll() is None and os.killpg(first.pid, signal.SIGKILL))
-        state = self.wait_for_finished(first, out, done, tmp.name)
+        state = self.wait_for_state(first, out, os.path.join(tmp.name, "first.log"), f"{done} finished",
+                                    lambda state: state["runs"][done]["finished"])
         self.assertIsNone(state["runs"][waiting]["finished"])
         os.killpg(first.pid, signal.SIGKILL)  # the driver, its manager and its workers
         first.wait(timeout=HANG_SECS)
@@ -262,17 +263,8 @@ class Resume(unittest.TestCase):
         driver = subprocess.Popen(sweep_command(path, out, "--minutes", "10"), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
                                   start_new_session=True)
         self.addCleanup(lambda: driver.poll() is None and os.killpg(driver.pid, signal.SIGKILL))
-        deadline = time.monotonic() + HANG_SECS
-        while True:
-            self.assertLess(time.monotonic(), deadline, "the sweep did not start its workers")
-            self.assertIsNone(driver.poll(), contents(os.path.join(tmp.name, "driver.log")))
-            try:
-                state = json.loads(contents(os.path.join(out, "sweep.json")))
-                if state["sessions"] and all(r["workers_started"] for r in state["runs"].values()):
-                    break
-            except (OSError, ValueError):
-                pass
-            time.sleep(0.5)
+        self.wait_for_state(driver, out, os.path.join(tmp.name, "driver.log"), "the sweep's workers started",
+                            lambda state: state["sessions"] and all(r["workers_started"] for r in state["runs"].values()))
         children = [int(p) for p in contents(f"/proc/{driver.pid}/task/{driver.pid}/children").split()]
         self.assertEqual(len(children), 3, "the manager and a worker for each of the two runs")
         driver.kill()
@@ -282,20 +274,20 @@ class Resume(unittest.TestCase):
             self.assertLess(time.monotonic(), deadline, f"still running after the driver was killed: {[p for p in children if alive(p)]}")
             time.sleep(0.2)
 
-    def wait_for_finished(self, proc, out, run, tmp):
-        """sweep.json once it says `run` finished (the driver writes it whole)."""
+    def wait_for_state(self, proc, out, log, what, ok):
+        """sweep.json once `ok(state)` holds (the driver writes it whole), the driver
+        `proc` (its output in `log`) running all the while."""
         deadline = time.monotonic() + HANG_SECS
         while time.monotonic() < deadline:
-            self.assertIsNone(proc.poll(), contents(os.path.join(tmp, "first.log")))
+            self.assertIsNone(proc.poll(), contents(log))
             try:
-                with open(os.path.join(out, "sweep.json")) as f:
-                    state = json.load(f)
-                if state["runs"][run]["finished"]:
+                state = json.loads(contents(os.path.join(out, "sweep.json")))
+                if ok(state):
                     return state
             except (OSError, ValueError):
                 pass
             time.sleep(0.5)
-        self.fail(f"{run} did not finish within {HANG_SECS} s")
+        self.fail(f"not within {HANG_SECS} s: {what}")
 
     @staticmethod
     def snapshot(out, run):
